@@ -1,0 +1,140 @@
+"""Every error ``solid_objects`` raises (re-exported from the package)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from django.core.exceptions import ImproperlyConfigured
+
+if TYPE_CHECKING:
+    from .references import MessageReference
+
+__all__ = [
+    "ActorCallCycle",
+    "ActorDestroyed",
+    "ApplicationWriteForbidden",
+    "IdempotencyConflict",
+    "ImproperlyConfigured",
+    "InvalidPayload",
+    "InvalidRejectionCode",
+    "LostActivation",
+    "MailboxFull",
+    "MessageFailed",
+    "PayloadTooLarge",
+    "Rejected",
+    "SolidObjectsError",
+    "StateMigrationError",
+    "SyncInsideTransaction",
+    "SyncTimeout",
+    "UnknownActorType",
+    "UnknownOperation",
+]
+
+
+class SolidObjectsError(Exception):
+    """Base class of every solid_objects error."""
+
+    #: Errors raised from a handler with ``retryable = False`` dead-letter at once.
+    retryable: bool = True
+
+
+class Rejected(SolidObjectsError):  # noqa: N818 - the documented name
+    """A terminal domain rejection (``self.reject(...)``): no retry, no dead letter."""
+
+    retryable = False
+
+    def __init__(self, code: str, message: str = "", details: Any = None) -> None:
+        self.code = code
+        self.message = message
+        self.details = details
+        super().__init__(f"{code}: {message}" if message else code)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, "details": self.details}
+
+
+class MessageFailed(SolidObjectsError):
+    """The message became a dead letter; ``error`` holds class, message and backtrace."""
+
+    def __init__(self, message: str, *, error: dict[str, Any] | None = None,
+                 message_id: int | None = None) -> None:
+        self.error = error or {}
+        self.message_id = message_id
+        super().__init__(message)
+
+
+class SyncTimeout(SolidObjectsError, TimeoutError):
+    """A synchronous call did not finish in time. The durable message is not cancelled."""
+
+    def __init__(self, message: str, *, message_reference: MessageReference,
+                 actor_type: str, actor_id: str, status: str, waiting_on: str) -> None:
+        self.message_reference = message_reference
+        self.actor_type = actor_type
+        self.actor_id = actor_id
+        self.status = status
+        self.waiting_on = waiting_on
+        super().__init__(message)
+
+
+class SyncInsideTransaction(SolidObjectsError):
+    """A sync call was made inside ``transaction.atomic()``; nothing was written."""
+
+
+class IdempotencyConflict(SolidObjectsError):
+    """The idempotency key is already used by a different operation or payload."""
+
+    def __init__(self, message: str, *, fields: list[str] | None = None) -> None:
+        self.fields = fields or []
+        super().__init__(message)
+
+
+class MailboxFull(SolidObjectsError):
+    """The actor has ``MAX_MAILBOX_LENGTH`` ready or claimed messages."""
+
+
+class PayloadTooLarge(SolidObjectsError, ValueError):
+    """Arguments, result or state exceed their configured size limit."""
+
+
+class InvalidPayload(SolidObjectsError, ValueError):
+    """A value is not strict JSON (sets, NaN, datetimes, non-string keys, deep nesting)."""
+
+
+class UnknownActorType(SolidObjectsError, LookupError):
+    """No registered actor has this ``actor_type``."""
+
+
+class UnknownOperation(SolidObjectsError, LookupError):
+    """The actor has no public method (message) of this name."""
+
+
+class InvalidRejectionCode(SolidObjectsError, ValueError):
+    """A rejection code does not match ``[A-Za-z_][A-Za-z0-9_]*``."""
+
+    retryable = False
+
+
+class LostActivation(SolidObjectsError):
+    """The fenced commit found the lease taken over, expired or released: nothing written."""
+
+
+class ActorDestroyed(SolidObjectsError):
+    """The actor incarnation was destroyed while the operation was in flight."""
+
+
+class StateMigrationError(SolidObjectsError):
+    """Stored state cannot be brought to the code's ``state_version``."""
+
+    retryable = False
+
+
+class ApplicationWriteForbidden(SolidObjectsError):
+    """Handler code wrote to the database directly; use ``commit_action`` or ``emit``."""
+
+    retryable = False
+
+
+class ActorCallCycle(SolidObjectsError):
+    """Actor code tried a synchronous call to an actor; use ``send_to``."""
+
+    retryable = False

@@ -1,0 +1,118 @@
+"""The two transactional outboxes written by a turn's fenced commit."""
+
+from __future__ import annotations
+
+from django.db import models
+
+from ..conf import table
+from .fields import IDENTIFIER_LENGTH, UUID_LENGTH, foreign_key
+
+ACTOR_MESSAGE_EFFECT = "__actor_message__"
+TRANSMIT_EFFECT = "solid-objects.transmit"
+
+
+class Effect(models.Model):
+    """External work (or an actor-to-actor message) to run after the turn committed."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        PROCESSING = "processing"
+        COMPLETED = "completed"
+        DEAD = "dead"
+
+    message = foreign_key("solid_objects.Message", related_name="effects")
+    instance = foreign_key("solid_objects.Instance", related_name="effects")
+    effect_id = models.CharField(max_length=UUID_LENGTH)
+    name = models.CharField(max_length=IDENTIFIER_LENGTH)
+    arguments = models.JSONField()
+    success_operation = models.CharField(max_length=IDENTIFIER_LENGTH, null=True, blank=True)
+    failure_operation = models.CharField(max_length=IDENTIFIER_LENGTH, null=True, blank=True)
+    status = models.CharField(max_length=32, default=Status.PENDING, db_default=Status.PENDING)
+    attempt_count = models.IntegerField(default=0, db_default=0)
+    max_attempts = models.IntegerField()
+    available_at = models.DateTimeField()
+    claimed_by = foreign_key("solid_objects.Process", related_name="claimed_effects", null=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = table("effects")
+        indexes = [
+            models.Index(fields=["status", "available_at", "id"], name="idx_so_effects_poll"),
+            models.Index(fields=["completed_at", "id"], name="idx_so_effects_cleanup"),
+        ]
+        constraints = [
+            models.UniqueConstraint(fields=["effect_id"], name="idx_so_effects_effect_id"),
+            models.CheckConstraint(
+                condition=models.Q(attempt_count__gte=0), name="chk_so_effects_attempts"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(max_attempts__gt=0), name="chk_so_effects_max_attempts"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(status__in=["pending", "processing", "completed", "dead"]),
+                name="chk_so_effects_status",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.effect_id} ({self.status})"
+
+
+class Broadcast(models.Model):
+    """An observable changed by a committed turn, waiting to reach its Channels group."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        PROCESSING = "processing"
+        DELIVERED = "delivered"
+        DEAD = "dead"
+
+    message = foreign_key("solid_objects.Message", related_name="broadcasts")
+    instance = foreign_key("solid_objects.Instance", related_name="broadcasts")
+    broadcast_id = models.CharField(max_length=UUID_LENGTH)
+    observable_name = models.CharField(max_length=IDENTIFIER_LENGTH)
+    value = models.JSONField()
+    state_version = models.IntegerField()
+    activation_generation = models.BigIntegerField()
+    status = models.CharField(max_length=32, default=Status.PENDING, db_default=Status.PENDING)
+    attempt_count = models.IntegerField(default=0, db_default=0)
+    available_at = models.DateTimeField()
+    claimed_by = foreign_key("solid_objects.Process", related_name="claimed_broadcasts", null=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = table("broadcasts")
+        indexes = [
+            models.Index(fields=["status", "available_at", "id"], name="idx_so_broadcasts_poll"),
+            models.Index(fields=["claimed_by", "claimed_at"], name="idx_so_broadcasts_claim"),
+            models.Index(fields=["delivered_at", "id"], name="idx_so_broadcasts_cleanup"),
+        ]
+        constraints = [
+            models.UniqueConstraint(fields=["broadcast_id"], name="idx_so_broadcasts_id"),
+            models.UniqueConstraint(
+                fields=["message", "observable_name"], name="idx_so_broadcasts_observable"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(state_version__gt=0), name="chk_so_broadcasts_state_version"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(activation_generation__gt=0),
+                name="chk_so_broadcasts_generation",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(attempt_count__gte=0), name="chk_so_broadcasts_attempts"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(status__in=["pending", "processing", "delivered", "dead"]),
+                name="chk_so_broadcasts_status",
+            ),
+        ]

@@ -1,0 +1,5 @@
+"""Placeholder; replaced by the actor registry."""
+
+
+def autodiscover() -> None:
+    pass

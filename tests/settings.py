@@ -1,0 +1,95 @@
+"""Settings for the test suite. The database comes from ``DATABASE_URL`` (django-environ)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent
+env = environ.Env()
+
+SECRET_KEY = "tests-not-secret"
+DEBUG = False
+USE_TZ = True
+TIME_ZONE = "UTC"
+ROOT_URLCONF = "tests.urls"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+INSTALLED_APPS = [
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.admin",
+    "solid_objects",
+    "tilttek_activity",
+    "tests.testapp",
+]
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+
+SQLITE_DIR = Path(os.environ.get("SOLID_TEST_SQLITE_DIR", BASE_DIR.parent / ".test-db"))
+SQLITE_DIR.mkdir(parents=True, exist_ok=True)
+
+DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{SQLITE_DIR / 'main.sqlite3'}")}
+_db = DATABASES["default"]
+_vendor = _db["ENGINE"].rsplit(".", 1)[-1]
+if _vendor == "sqlite3":
+    # A file, not :memory:, so worker subprocesses share the test database; WAL and
+    # IMMEDIATE transactions are what we document for concurrent SQLite use.
+    _db["TEST"] = {"NAME": str(SQLITE_DIR / "test.sqlite3")}
+    _db.setdefault("OPTIONS", {}).update(
+        {
+            "timeout": 30,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+    )
+elif _vendor == "mysql":
+    _db.setdefault("OPTIONS", {}).update({"charset": "utf8mb4"})
+    _db["TEST"] = {"CHARSET": "utf8mb4", "COLLATION": "utf8mb4_unicode_ci"}
+
+# Worker subprocesses started by the tests connect straight to the test database.
+if os.environ.get("SOLID_TEST_DATABASE_NAME"):
+    _db["NAME"] = os.environ["SOLID_TEST_DATABASE_NAME"]
+    _db.pop("TEST", None)
+
+SOLID_OBJECTS = {
+    "PROCESS_HEARTBEAT_INTERVAL": 1.0,
+    "PROCESS_ALIVE_THRESHOLD": 5.0,
+    "SHUTDOWN_TIMEOUT": 10.0,
+}
+if os.environ.get("SOLID_TEST_SETTINGS_JSON"):
+    import json
+
+    SOLID_OBJECTS.update(json.loads(os.environ["SOLID_TEST_SETTINGS_JSON"]))
+
+TILTTEK_ACTIVITY: dict[str, object] = {}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {
+        "solid_objects": {"handlers": ["console"], "level": os.environ.get("SOLID_LOG", "WARNING")},
+        "tilttek_activity": {"handlers": ["console"], "level": "WARNING"},
+    },
+}
