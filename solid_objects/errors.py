@@ -38,7 +38,7 @@ class SolidObjectsError(Exception):
     retryable: bool = True
 
 
-class Rejected(SolidObjectsError):  # noqa: N818 - the documented name
+class Rejected(SolidObjectsError):
     """A terminal domain rejection (``self.reject(...)``): no retry, no dead letter."""
 
     retryable = False
@@ -56,8 +56,9 @@ class Rejected(SolidObjectsError):  # noqa: N818 - the documented name
 class MessageFailed(SolidObjectsError):
     """The message became a dead letter; ``error`` holds class, message and backtrace."""
 
-    def __init__(self, message: str, *, error: dict[str, Any] | None = None,
-                 message_id: int | None = None) -> None:
+    def __init__(
+        self, message: str, *, error: dict[str, Any] | None = None, message_id: int | None = None
+    ) -> None:
         self.error = error or {}
         self.message_id = message_id
         super().__init__(message)
@@ -66,8 +67,16 @@ class MessageFailed(SolidObjectsError):
 class SyncTimeout(SolidObjectsError, TimeoutError):
     """A synchronous call did not finish in time. The durable message is not cancelled."""
 
-    def __init__(self, message: str, *, message_reference: MessageReference,
-                 actor_type: str, actor_id: str, status: str, waiting_on: str) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        message_reference: MessageReference,
+        actor_type: str,
+        actor_id: str,
+        status: str,
+        waiting_on: str,
+    ) -> None:
         self.message_reference = message_reference
         self.actor_type = actor_type
         self.actor_id = actor_id

@@ -8,432 +8,765 @@ from solid_objects.conf import table
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='Instance',
+            name="Instance",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('actor_type', solid_objects.models.fields.BinaryCharField(max_length=191)),
-                ('actor_id', solid_objects.models.fields.BinaryCharField(max_length=191)),
-                ('state', models.JSONField(default=dict)),
-                ('state_version', models.IntegerField(db_default=1, default=1)),
-                ('next_message_sequence', models.BigIntegerField(db_default=1, default=1)),
-                ('activation_token', models.CharField(blank=True, max_length=36, null=True)),
-                ('activation_expires_at', models.DateTimeField(blank=True, null=True)),
-                ('activation_generation', models.BigIntegerField(db_default=0, default=0)),
-                ('activated_at', models.DateTimeField(blank=True, null=True)),
-                ('last_used_at', models.DateTimeField(blank=True, null=True)),
-                ('last_claimed_at', models.DateTimeField(blank=True, null=True)),
-                ('paused_at', models.DateTimeField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('state_revision', models.BigIntegerField(db_default=0, default=0)),
-                ('completed_idempotency_keys', models.JSONField(blank=True, null=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("actor_type", solid_objects.models.fields.BinaryCharField(max_length=191)),
+                ("actor_id", solid_objects.models.fields.BinaryCharField(max_length=191)),
+                ("state", models.JSONField(default=dict)),
+                ("state_version", models.IntegerField(db_default=1, default=1)),
+                ("next_message_sequence", models.BigIntegerField(db_default=1, default=1)),
+                ("activation_token", models.CharField(blank=True, max_length=36, null=True)),
+                ("activation_expires_at", models.DateTimeField(blank=True, null=True)),
+                ("activation_generation", models.BigIntegerField(db_default=0, default=0)),
+                ("activated_at", models.DateTimeField(blank=True, null=True)),
+                ("last_used_at", models.DateTimeField(blank=True, null=True)),
+                ("last_claimed_at", models.DateTimeField(blank=True, null=True)),
+                ("paused_at", models.DateTimeField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("state_revision", models.BigIntegerField(db_default=0, default=0)),
+                ("completed_idempotency_keys", models.JSONField(blank=True, null=True)),
             ],
             options={
-                'db_table': table('instances'),
+                "db_table": table("instances"),
             },
         ),
         migrations.CreateModel(
-            name='Message',
+            name="Message",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('actor_type', solid_objects.models.fields.BinaryCharField(max_length=191)),
-                ('actor_id', solid_objects.models.fields.BinaryCharField(max_length=191)),
-                ('operation', models.CharField(max_length=191)),
-                ('delivery_mode', models.CharField(max_length=32)),
-                ('arguments', models.JSONField()),
-                ('sequence', models.BigIntegerField()),
-                ('attempt_count', models.IntegerField(db_default=0, default=0)),
-                ('max_attempts', models.IntegerField()),
-                ('request_id', models.CharField(max_length=36)),
-                ('idempotency_key', solid_objects.models.fields.BinaryCharField(blank=True, max_length=191, null=True)),
-                ('result', models.JSONField(blank=True, null=True)),
-                ('error', models.JSONField(blank=True, null=True)),
-                ('rejection', models.JSONField(blank=True, null=True)),
-                ('enqueued_at', models.DateTimeField()),
-                ('available_at', models.DateTimeField()),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('completed_at', models.DateTimeField(blank=True, null=True)),
-                ('rejected_at', models.DateTimeField(blank=True, null=True)),
-                ('last_failed_at', models.DateTimeField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('instance', models.ForeignKey(db_constraint=False, on_delete=django.db.models.deletion.DO_NOTHING, related_name='messages', to='solid_objects.instance')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("actor_type", solid_objects.models.fields.BinaryCharField(max_length=191)),
+                ("actor_id", solid_objects.models.fields.BinaryCharField(max_length=191)),
+                ("operation", models.CharField(max_length=191)),
+                ("delivery_mode", models.CharField(max_length=32)),
+                ("arguments", models.JSONField()),
+                ("sequence", models.BigIntegerField()),
+                ("attempt_count", models.IntegerField(db_default=0, default=0)),
+                ("max_attempts", models.IntegerField()),
+                ("request_id", models.CharField(max_length=36)),
+                (
+                    "idempotency_key",
+                    solid_objects.models.fields.BinaryCharField(
+                        blank=True, max_length=191, null=True
+                    ),
+                ),
+                ("result", models.JSONField(blank=True, null=True)),
+                ("error", models.JSONField(blank=True, null=True)),
+                ("rejection", models.JSONField(blank=True, null=True)),
+                ("enqueued_at", models.DateTimeField()),
+                ("available_at", models.DateTimeField()),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("completed_at", models.DateTimeField(blank=True, null=True)),
+                ("rejected_at", models.DateTimeField(blank=True, null=True)),
+                ("last_failed_at", models.DateTimeField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "instance",
+                    models.ForeignKey(
+                        db_constraint=False,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="messages",
+                        to="solid_objects.instance",
+                    ),
+                ),
             ],
             options={
-                'db_table': table('messages'),
+                "db_table": table("messages"),
             },
         ),
         migrations.CreateModel(
-            name='DeadLetter',
+            name="DeadLetter",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('actor_type', solid_objects.models.fields.BinaryCharField(max_length=191)),
-                ('actor_id', solid_objects.models.fields.BinaryCharField(max_length=191)),
-                ('operation', models.CharField(max_length=191)),
-                ('arguments', models.JSONField()),
-                ('attempts', models.IntegerField()),
-                ('exception_class', models.CharField(max_length=255)),
-                ('exception_message', models.TextField()),
-                ('backtrace', models.JSONField()),
-                ('first_failed_at', models.DateTimeField()),
-                ('last_failed_at', models.DateTimeField()),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('instance', models.ForeignKey(db_constraint=False, on_delete=django.db.models.deletion.DO_NOTHING, related_name='dead_letters', to='solid_objects.instance')),
-                ('message', models.ForeignKey(db_constraint=False, on_delete=django.db.models.deletion.DO_NOTHING, related_name='dead_letters', to='solid_objects.message')),
-                ('retried_message', models.ForeignKey(blank=True, db_constraint=False, null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name='retried_from', to='solid_objects.message')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("actor_type", solid_objects.models.fields.BinaryCharField(max_length=191)),
+                ("actor_id", solid_objects.models.fields.BinaryCharField(max_length=191)),
+                ("operation", models.CharField(max_length=191)),
+                ("arguments", models.JSONField()),
+                ("attempts", models.IntegerField()),
+                ("exception_class", models.CharField(max_length=255)),
+                ("exception_message", models.TextField()),
+                ("backtrace", models.JSONField()),
+                ("first_failed_at", models.DateTimeField()),
+                ("last_failed_at", models.DateTimeField()),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "instance",
+                    models.ForeignKey(
+                        db_constraint=False,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="dead_letters",
+                        to="solid_objects.instance",
+                    ),
+                ),
+                (
+                    "message",
+                    models.ForeignKey(
+                        db_constraint=False,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="dead_letters",
+                        to="solid_objects.message",
+                    ),
+                ),
+                (
+                    "retried_message",
+                    models.ForeignKey(
+                        blank=True,
+                        db_constraint=False,
+                        null=True,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="retried_from",
+                        to="solid_objects.message",
+                    ),
+                ),
             ],
             options={
-                'db_table': table('dead_letters'),
+                "db_table": table("dead_letters"),
             },
         ),
         migrations.CreateModel(
-            name='Process',
+            name="Process",
             fields=[
-                ('id', models.CharField(max_length=36, primary_key=True, serialize=False)),
-                ('kind', models.CharField(max_length=64)),
-                ('hostname', models.CharField(max_length=255)),
-                ('pid', models.BigIntegerField()),
-                ('started_at', models.DateTimeField()),
-                ('last_heartbeat_at', models.DateTimeField()),
-                ('metadata', models.JSONField(default=dict)),
-                ('shutdown_state', models.CharField(db_default='running', default='running', max_length=32)),
-                ('shutdown_requested_at', models.DateTimeField(blank=True, null=True)),
-                ('stopped_at', models.DateTimeField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
+                ("id", models.CharField(max_length=36, primary_key=True, serialize=False)),
+                ("kind", models.CharField(max_length=64)),
+                ("hostname", models.CharField(max_length=255)),
+                ("pid", models.BigIntegerField()),
+                ("started_at", models.DateTimeField()),
+                ("last_heartbeat_at", models.DateTimeField()),
+                ("metadata", models.JSONField(default=dict)),
+                (
+                    "shutdown_state",
+                    models.CharField(db_default="running", default="running", max_length=32),
+                ),
+                ("shutdown_requested_at", models.DateTimeField(blank=True, null=True)),
+                ("stopped_at", models.DateTimeField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
             ],
             options={
-                'verbose_name_plural': 'processes',
-                'db_table': table('processes'),
-                'indexes': [models.Index(fields=['shutdown_state', 'last_heartbeat_at'], name='idx_so_processes_liveness'), models.Index(fields=['kind', 'shutdown_state'], name='idx_so_processes_kind')],
-                'constraints': [models.CheckConstraint(condition=models.Q(('shutdown_state__in', ['running', 'draining', 'stopped'])), name='chk_so_process_shutdown')],
+                "verbose_name_plural": "processes",
+                "db_table": table("processes"),
+                "indexes": [
+                    models.Index(
+                        fields=["shutdown_state", "last_heartbeat_at"],
+                        name="idx_so_processes_liveness",
+                    ),
+                    models.Index(fields=["kind", "shutdown_state"], name="idx_so_processes_kind"),
+                ],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            ("shutdown_state__in", ["running", "draining", "stopped"])
+                        ),
+                        name="chk_so_process_shutdown",
+                    )
+                ],
             },
         ),
         migrations.AddField(
-            model_name='instance',
-            name='activation_owner',
-            field=models.ForeignKey(blank=True, db_constraint=False, db_index=False, null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name='activations', to='solid_objects.process'),
+            model_name="instance",
+            name="activation_owner",
+            field=models.ForeignKey(
+                blank=True,
+                db_constraint=False,
+                db_index=False,
+                null=True,
+                on_delete=django.db.models.deletion.DO_NOTHING,
+                related_name="activations",
+                to="solid_objects.process",
+            ),
         ),
         migrations.CreateModel(
-            name='Effect',
+            name="Effect",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('effect_id', models.CharField(max_length=36)),
-                ('name', models.CharField(max_length=191)),
-                ('arguments', models.JSONField()),
-                ('success_operation', models.CharField(blank=True, max_length=191, null=True)),
-                ('failure_operation', models.CharField(blank=True, max_length=191, null=True)),
-                ('status', models.CharField(db_default='pending', default='pending', max_length=32)),
-                ('attempt_count', models.IntegerField(db_default=0, default=0)),
-                ('max_attempts', models.IntegerField()),
-                ('available_at', models.DateTimeField()),
-                ('claimed_at', models.DateTimeField(blank=True, null=True)),
-                ('result', models.JSONField(blank=True, null=True)),
-                ('error', models.JSONField(blank=True, null=True)),
-                ('completed_at', models.DateTimeField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('instance', models.ForeignKey(db_constraint=False, on_delete=django.db.models.deletion.DO_NOTHING, related_name='effects', to='solid_objects.instance')),
-                ('message', models.ForeignKey(db_constraint=False, on_delete=django.db.models.deletion.DO_NOTHING, related_name='effects', to='solid_objects.message')),
-                ('claimed_by', models.ForeignKey(blank=True, db_constraint=False, null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name='claimed_effects', to='solid_objects.process')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("effect_id", models.CharField(max_length=36)),
+                ("name", models.CharField(max_length=191)),
+                ("arguments", models.JSONField()),
+                ("success_operation", models.CharField(blank=True, max_length=191, null=True)),
+                ("failure_operation", models.CharField(blank=True, max_length=191, null=True)),
+                (
+                    "status",
+                    models.CharField(db_default="pending", default="pending", max_length=32),
+                ),
+                ("attempt_count", models.IntegerField(db_default=0, default=0)),
+                ("max_attempts", models.IntegerField()),
+                ("available_at", models.DateTimeField()),
+                ("claimed_at", models.DateTimeField(blank=True, null=True)),
+                ("result", models.JSONField(blank=True, null=True)),
+                ("error", models.JSONField(blank=True, null=True)),
+                ("completed_at", models.DateTimeField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "instance",
+                    models.ForeignKey(
+                        db_constraint=False,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="effects",
+                        to="solid_objects.instance",
+                    ),
+                ),
+                (
+                    "message",
+                    models.ForeignKey(
+                        db_constraint=False,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="effects",
+                        to="solid_objects.message",
+                    ),
+                ),
+                (
+                    "claimed_by",
+                    models.ForeignKey(
+                        blank=True,
+                        db_constraint=False,
+                        null=True,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="claimed_effects",
+                        to="solid_objects.process",
+                    ),
+                ),
             ],
             options={
-                'db_table': table('effects'),
+                "db_table": table("effects"),
             },
         ),
         migrations.CreateModel(
-            name='ClaimedMessage',
+            name="ClaimedMessage",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('activation_token', models.CharField(blank=True, max_length=36, null=True)),
-                ('activation_generation', models.BigIntegerField()),
-                ('claimed_at', models.DateTimeField()),
-                ('instance', models.ForeignKey(db_constraint=False, on_delete=django.db.models.deletion.DO_NOTHING, related_name='claimed_messages', to='solid_objects.instance')),
-                ('message', models.ForeignKey(db_constraint=False, on_delete=django.db.models.deletion.DO_NOTHING, related_name='claimed_memberships', to='solid_objects.message')),
-                ('process', models.ForeignKey(blank=True, db_constraint=False, db_index=False, null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name='claimed_messages', to='solid_objects.process')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("activation_token", models.CharField(blank=True, max_length=36, null=True)),
+                ("activation_generation", models.BigIntegerField()),
+                ("claimed_at", models.DateTimeField()),
+                (
+                    "instance",
+                    models.ForeignKey(
+                        db_constraint=False,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="claimed_messages",
+                        to="solid_objects.instance",
+                    ),
+                ),
+                (
+                    "message",
+                    models.ForeignKey(
+                        db_constraint=False,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="claimed_memberships",
+                        to="solid_objects.message",
+                    ),
+                ),
+                (
+                    "process",
+                    models.ForeignKey(
+                        blank=True,
+                        db_constraint=False,
+                        db_index=False,
+                        null=True,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="claimed_messages",
+                        to="solid_objects.process",
+                    ),
+                ),
             ],
             options={
-                'db_table': table('claimed_messages'),
+                "db_table": table("claimed_messages"),
             },
         ),
         migrations.CreateModel(
-            name='Broadcast',
+            name="Broadcast",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('broadcast_id', models.CharField(max_length=36)),
-                ('observable_name', models.CharField(max_length=191)),
-                ('value', models.JSONField()),
-                ('state_version', models.IntegerField()),
-                ('activation_generation', models.BigIntegerField()),
-                ('status', models.CharField(db_default='pending', default='pending', max_length=32)),
-                ('attempt_count', models.IntegerField(db_default=0, default=0)),
-                ('available_at', models.DateTimeField()),
-                ('claimed_at', models.DateTimeField(blank=True, null=True)),
-                ('error', models.JSONField(blank=True, null=True)),
-                ('delivered_at', models.DateTimeField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('instance', models.ForeignKey(db_constraint=False, on_delete=django.db.models.deletion.DO_NOTHING, related_name='broadcasts', to='solid_objects.instance')),
-                ('message', models.ForeignKey(db_constraint=False, on_delete=django.db.models.deletion.DO_NOTHING, related_name='broadcasts', to='solid_objects.message')),
-                ('claimed_by', models.ForeignKey(blank=True, db_constraint=False, null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name='claimed_broadcasts', to='solid_objects.process')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("broadcast_id", models.CharField(max_length=36)),
+                ("observable_name", models.CharField(max_length=191)),
+                ("value", models.JSONField()),
+                ("state_version", models.IntegerField()),
+                ("activation_generation", models.BigIntegerField()),
+                (
+                    "status",
+                    models.CharField(db_default="pending", default="pending", max_length=32),
+                ),
+                ("attempt_count", models.IntegerField(db_default=0, default=0)),
+                ("available_at", models.DateTimeField()),
+                ("claimed_at", models.DateTimeField(blank=True, null=True)),
+                ("error", models.JSONField(blank=True, null=True)),
+                ("delivered_at", models.DateTimeField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "instance",
+                    models.ForeignKey(
+                        db_constraint=False,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="broadcasts",
+                        to="solid_objects.instance",
+                    ),
+                ),
+                (
+                    "message",
+                    models.ForeignKey(
+                        db_constraint=False,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="broadcasts",
+                        to="solid_objects.message",
+                    ),
+                ),
+                (
+                    "claimed_by",
+                    models.ForeignKey(
+                        blank=True,
+                        db_constraint=False,
+                        null=True,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="claimed_broadcasts",
+                        to="solid_objects.process",
+                    ),
+                ),
             ],
             options={
-                'db_table': table('broadcasts'),
+                "db_table": table("broadcasts"),
             },
         ),
         migrations.CreateModel(
-            name='ReadyMessage',
+            name="ReadyMessage",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('sequence', models.BigIntegerField()),
-                ('available_at', models.DateTimeField()),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('instance', models.ForeignKey(db_constraint=False, on_delete=django.db.models.deletion.DO_NOTHING, related_name='ready_messages', to='solid_objects.instance')),
-                ('message', models.ForeignKey(db_constraint=False, on_delete=django.db.models.deletion.DO_NOTHING, related_name='ready_memberships', to='solid_objects.message')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("sequence", models.BigIntegerField()),
+                ("available_at", models.DateTimeField()),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "instance",
+                    models.ForeignKey(
+                        db_constraint=False,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="ready_messages",
+                        to="solid_objects.instance",
+                    ),
+                ),
+                (
+                    "message",
+                    models.ForeignKey(
+                        db_constraint=False,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="ready_memberships",
+                        to="solid_objects.message",
+                    ),
+                ),
             ],
             options={
-                'db_table': table('ready_messages'),
+                "db_table": table("ready_messages"),
             },
         ),
         migrations.CreateModel(
-            name='Reminder',
+            name="Reminder",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('actor_type', solid_objects.models.fields.BinaryCharField(max_length=191)),
-                ('actor_id', solid_objects.models.fields.BinaryCharField(max_length=191)),
-                ('name', models.CharField(max_length=191)),
-                ('operation', models.CharField(max_length=191)),
-                ('arguments', models.JSONField()),
-                ('next_run_at', models.DateTimeField()),
-                ('interval_seconds', models.DecimalField(blank=True, decimal_places=6, max_digits=20, null=True)),
-                ('occurrence', models.BigIntegerField(db_default=0, default=0)),
-                ('missed_policy', models.CharField(db_default='latest', default='latest', max_length=32)),
-                ('status', models.CharField(db_default='scheduled', default='scheduled', max_length=32)),
-                ('claimed_at', models.DateTimeField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('claimed_by', models.ForeignKey(blank=True, db_constraint=False, null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name='claimed_reminders', to='solid_objects.process')),
-                ('instance', models.ForeignKey(db_constraint=False, on_delete=django.db.models.deletion.DO_NOTHING, related_name='reminders', to='solid_objects.instance')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("actor_type", solid_objects.models.fields.BinaryCharField(max_length=191)),
+                ("actor_id", solid_objects.models.fields.BinaryCharField(max_length=191)),
+                ("name", models.CharField(max_length=191)),
+                ("operation", models.CharField(max_length=191)),
+                ("arguments", models.JSONField()),
+                ("next_run_at", models.DateTimeField()),
+                (
+                    "interval_seconds",
+                    models.DecimalField(blank=True, decimal_places=6, max_digits=20, null=True),
+                ),
+                ("occurrence", models.BigIntegerField(db_default=0, default=0)),
+                (
+                    "missed_policy",
+                    models.CharField(db_default="latest", default="latest", max_length=32),
+                ),
+                (
+                    "status",
+                    models.CharField(db_default="scheduled", default="scheduled", max_length=32),
+                ),
+                ("claimed_at", models.DateTimeField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "claimed_by",
+                    models.ForeignKey(
+                        blank=True,
+                        db_constraint=False,
+                        null=True,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="claimed_reminders",
+                        to="solid_objects.process",
+                    ),
+                ),
+                (
+                    "instance",
+                    models.ForeignKey(
+                        db_constraint=False,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="reminders",
+                        to="solid_objects.instance",
+                    ),
+                ),
             ],
             options={
-                'db_table': table('reminders'),
+                "db_table": table("reminders"),
             },
         ),
         migrations.AddIndex(
-            model_name='message',
-            index=models.Index(fields=['completed_at', 'id'], name='idx_so_messages_cleanup'),
+            model_name="message",
+            index=models.Index(fields=["completed_at", "id"], name="idx_so_messages_cleanup"),
         ),
         migrations.AddIndex(
-            model_name='message',
-            index=models.Index(fields=['rejected_at', 'id'], name='idx_so_messages_rejected'),
+            model_name="message",
+            index=models.Index(fields=["rejected_at", "id"], name="idx_so_messages_rejected"),
         ),
         migrations.AddConstraint(
-            model_name='message',
-            constraint=models.UniqueConstraint(fields=('instance', 'sequence'), name='idx_so_messages_instance_sequence'),
+            model_name="message",
+            constraint=models.UniqueConstraint(
+                fields=("instance", "sequence"), name="idx_so_messages_instance_sequence"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='message',
-            constraint=models.UniqueConstraint(fields=('actor_type', 'actor_id', 'sequence'), name='idx_so_messages_actor_sequence'),
+            model_name="message",
+            constraint=models.UniqueConstraint(
+                fields=("actor_type", "actor_id", "sequence"), name="idx_so_messages_actor_sequence"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='message',
-            constraint=models.UniqueConstraint(fields=('request_id',), name='idx_so_messages_request'),
+            model_name="message",
+            constraint=models.UniqueConstraint(
+                fields=("request_id",), name="idx_so_messages_request"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='message',
-            constraint=models.UniqueConstraint(fields=('instance', 'idempotency_key'), name='idx_so_messages_idempotency'),
+            model_name="message",
+            constraint=models.UniqueConstraint(
+                fields=("instance", "idempotency_key"), name="idx_so_messages_idempotency"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='message',
-            constraint=models.CheckConstraint(condition=models.Q(('sequence__gt', 0)), name='chk_so_messages_sequence'),
+            model_name="message",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("sequence__gt", 0)), name="chk_so_messages_sequence"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='message',
-            constraint=models.CheckConstraint(condition=models.Q(('attempt_count__gte', 0)), name='chk_so_messages_attempts'),
+            model_name="message",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("attempt_count__gte", 0)), name="chk_so_messages_attempts"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='message',
-            constraint=models.CheckConstraint(condition=models.Q(('max_attempts__gt', 0)), name='chk_so_messages_max_attempts'),
+            model_name="message",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("max_attempts__gt", 0)), name="chk_so_messages_max_attempts"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='message',
-            constraint=models.CheckConstraint(condition=models.Q(('delivery_mode__in', ['async', 'sync', 'internal'])), name='chk_so_messages_delivery_mode'),
+            model_name="message",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("delivery_mode__in", ["async", "sync", "internal"])),
+                name="chk_so_messages_delivery_mode",
+            ),
         ),
         migrations.AddIndex(
-            model_name='deadletter',
-            index=models.Index(fields=['actor_type', 'actor_id', 'last_failed_at'], name='idx_so_dead_letters_actor'),
+            model_name="deadletter",
+            index=models.Index(
+                fields=["actor_type", "actor_id", "last_failed_at"],
+                name="idx_so_dead_letters_actor",
+            ),
         ),
         migrations.AddIndex(
-            model_name='deadletter',
-            index=models.Index(fields=['last_failed_at', 'id'], name='idx_so_dead_letters_cleanup'),
+            model_name="deadletter",
+            index=models.Index(fields=["last_failed_at", "id"], name="idx_so_dead_letters_cleanup"),
         ),
         migrations.AddConstraint(
-            model_name='deadletter',
-            constraint=models.UniqueConstraint(fields=('message',), name='idx_so_dead_letters_message'),
+            model_name="deadletter",
+            constraint=models.UniqueConstraint(
+                fields=("message",), name="idx_so_dead_letters_message"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='deadletter',
-            constraint=models.CheckConstraint(condition=models.Q(('attempts__gt', 0)), name='chk_so_dead_letters_attempts'),
+            model_name="deadletter",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("attempts__gt", 0)), name="chk_so_dead_letters_attempts"
+            ),
         ),
         migrations.AddIndex(
-            model_name='instance',
-            index=models.Index(fields=['activation_expires_at', 'last_claimed_at', 'id'], name='idx_so_instances_lease'),
+            model_name="instance",
+            index=models.Index(
+                fields=["activation_expires_at", "last_claimed_at", "id"],
+                name="idx_so_instances_lease",
+            ),
         ),
         migrations.AddIndex(
-            model_name='instance',
-            index=models.Index(fields=['activation_owner'], name='idx_so_instances_owner'),
+            model_name="instance",
+            index=models.Index(fields=["activation_owner"], name="idx_so_instances_owner"),
         ),
         migrations.AddIndex(
-            model_name='instance',
-            index=models.Index(fields=['last_used_at', 'id'], name='idx_so_instances_cleanup'),
+            model_name="instance",
+            index=models.Index(fields=["last_used_at", "id"], name="idx_so_instances_cleanup"),
         ),
         migrations.AddConstraint(
-            model_name='instance',
-            constraint=models.UniqueConstraint(fields=('actor_type', 'actor_id'), name='idx_so_instances_identity'),
+            model_name="instance",
+            constraint=models.UniqueConstraint(
+                fields=("actor_type", "actor_id"), name="idx_so_instances_identity"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='instance',
-            constraint=models.CheckConstraint(condition=models.Q(('state_version__gt', 0)), name='chk_so_instances_state_version'),
+            model_name="instance",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("state_version__gt", 0)), name="chk_so_instances_state_version"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='instance',
-            constraint=models.CheckConstraint(condition=models.Q(('next_message_sequence__gt', 0)), name='chk_so_instances_sequence'),
+            model_name="instance",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("next_message_sequence__gt", 0)),
+                name="chk_so_instances_sequence",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='instance',
-            constraint=models.CheckConstraint(condition=models.Q(('activation_generation__gte', 0)), name='chk_so_instances_generation'),
+            model_name="instance",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("activation_generation__gte", 0)),
+                name="chk_so_instances_generation",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='instance',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('activation_owner__isnull', True), ('activation_token__isnull', True)), models.Q(('activation_owner__isnull', False), ('activation_token__isnull', False)), _connector='OR'), name='chk_so_instances_activation_owner'),
+            model_name="instance",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(
+                        ("activation_owner__isnull", True), ("activation_token__isnull", True)
+                    ),
+                    models.Q(
+                        ("activation_owner__isnull", False), ("activation_token__isnull", False)
+                    ),
+                    _connector="OR",
+                ),
+                name="chk_so_instances_activation_owner",
+            ),
         ),
         migrations.AddIndex(
-            model_name='effect',
-            index=models.Index(fields=['status', 'available_at', 'id'], name='idx_so_effects_poll'),
+            model_name="effect",
+            index=models.Index(fields=["status", "available_at", "id"], name="idx_so_effects_poll"),
         ),
         migrations.AddIndex(
-            model_name='effect',
-            index=models.Index(fields=['completed_at', 'id'], name='idx_so_effects_cleanup'),
+            model_name="effect",
+            index=models.Index(fields=["completed_at", "id"], name="idx_so_effects_cleanup"),
         ),
         migrations.AddConstraint(
-            model_name='effect',
-            constraint=models.UniqueConstraint(fields=('effect_id',), name='idx_so_effects_effect_id'),
+            model_name="effect",
+            constraint=models.UniqueConstraint(
+                fields=("effect_id",), name="idx_so_effects_effect_id"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='effect',
-            constraint=models.CheckConstraint(condition=models.Q(('attempt_count__gte', 0)), name='chk_so_effects_attempts'),
+            model_name="effect",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("attempt_count__gte", 0)), name="chk_so_effects_attempts"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='effect',
-            constraint=models.CheckConstraint(condition=models.Q(('max_attempts__gt', 0)), name='chk_so_effects_max_attempts'),
+            model_name="effect",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("max_attempts__gt", 0)), name="chk_so_effects_max_attempts"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='effect',
-            constraint=models.CheckConstraint(condition=models.Q(('status__in', ['pending', 'processing', 'completed', 'dead'])), name='chk_so_effects_status'),
+            model_name="effect",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("status__in", ["pending", "processing", "completed", "dead"])),
+                name="chk_so_effects_status",
+            ),
         ),
         migrations.AddIndex(
-            model_name='claimedmessage',
-            index=models.Index(fields=['process', 'claimed_at'], name='idx_so_claimed_process'),
+            model_name="claimedmessage",
+            index=models.Index(fields=["process", "claimed_at"], name="idx_so_claimed_process"),
         ),
         migrations.AddConstraint(
-            model_name='claimedmessage',
-            constraint=models.UniqueConstraint(fields=('message',), name='idx_so_claimed_message'),
+            model_name="claimedmessage",
+            constraint=models.UniqueConstraint(fields=("message",), name="idx_so_claimed_message"),
         ),
         migrations.AddConstraint(
-            model_name='claimedmessage',
-            constraint=models.UniqueConstraint(fields=('instance',), name='idx_so_claimed_instance'),
+            model_name="claimedmessage",
+            constraint=models.UniqueConstraint(
+                fields=("instance",), name="idx_so_claimed_instance"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='claimedmessage',
-            constraint=models.CheckConstraint(condition=models.Q(('activation_generation__gt', 0)), name='chk_so_claimed_generation'),
+            model_name="claimedmessage",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("activation_generation__gt", 0)),
+                name="chk_so_claimed_generation",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='claimedmessage',
-            constraint=models.CheckConstraint(condition=models.Q(('process__isnull', True), ('activation_token__isnull', False), _connector='OR'), name='chk_so_claimed_token'),
+            model_name="claimedmessage",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("process__isnull", True), ("activation_token__isnull", False), _connector="OR"
+                ),
+                name="chk_so_claimed_token",
+            ),
         ),
         migrations.AddIndex(
-            model_name='broadcast',
-            index=models.Index(fields=['status', 'available_at', 'id'], name='idx_so_broadcasts_poll'),
+            model_name="broadcast",
+            index=models.Index(
+                fields=["status", "available_at", "id"], name="idx_so_broadcasts_poll"
+            ),
         ),
         migrations.AddIndex(
-            model_name='broadcast',
-            index=models.Index(fields=['claimed_by', 'claimed_at'], name='idx_so_broadcasts_claim'),
+            model_name="broadcast",
+            index=models.Index(fields=["claimed_by", "claimed_at"], name="idx_so_broadcasts_claim"),
         ),
         migrations.AddIndex(
-            model_name='broadcast',
-            index=models.Index(fields=['delivered_at', 'id'], name='idx_so_broadcasts_cleanup'),
+            model_name="broadcast",
+            index=models.Index(fields=["delivered_at", "id"], name="idx_so_broadcasts_cleanup"),
         ),
         migrations.AddConstraint(
-            model_name='broadcast',
-            constraint=models.UniqueConstraint(fields=('broadcast_id',), name='idx_so_broadcasts_id'),
+            model_name="broadcast",
+            constraint=models.UniqueConstraint(
+                fields=("broadcast_id",), name="idx_so_broadcasts_id"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='broadcast',
-            constraint=models.UniqueConstraint(fields=('message', 'observable_name'), name='idx_so_broadcasts_observable'),
+            model_name="broadcast",
+            constraint=models.UniqueConstraint(
+                fields=("message", "observable_name"), name="idx_so_broadcasts_observable"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='broadcast',
-            constraint=models.CheckConstraint(condition=models.Q(('state_version__gt', 0)), name='chk_so_broadcasts_state_version'),
+            model_name="broadcast",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("state_version__gt", 0)), name="chk_so_broadcasts_state_version"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='broadcast',
-            constraint=models.CheckConstraint(condition=models.Q(('activation_generation__gt', 0)), name='chk_so_broadcasts_generation'),
+            model_name="broadcast",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("activation_generation__gt", 0)),
+                name="chk_so_broadcasts_generation",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='broadcast',
-            constraint=models.CheckConstraint(condition=models.Q(('attempt_count__gte', 0)), name='chk_so_broadcasts_attempts'),
+            model_name="broadcast",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("attempt_count__gte", 0)), name="chk_so_broadcasts_attempts"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='broadcast',
-            constraint=models.CheckConstraint(condition=models.Q(('status__in', ['pending', 'processing', 'delivered', 'dead'])), name='chk_so_broadcasts_status'),
+            model_name="broadcast",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("status__in", ["pending", "processing", "delivered", "dead"])),
+                name="chk_so_broadcasts_status",
+            ),
         ),
         migrations.AddIndex(
-            model_name='readymessage',
-            index=models.Index(fields=['available_at', 'instance', 'sequence'], name='idx_so_ready_poll'),
+            model_name="readymessage",
+            index=models.Index(
+                fields=["available_at", "instance", "sequence"], name="idx_so_ready_poll"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='readymessage',
-            constraint=models.UniqueConstraint(fields=('message',), name='idx_so_ready_message'),
+            model_name="readymessage",
+            constraint=models.UniqueConstraint(fields=("message",), name="idx_so_ready_message"),
         ),
         migrations.AddConstraint(
-            model_name='readymessage',
-            constraint=models.UniqueConstraint(fields=('instance', 'sequence'), name='idx_so_ready_instance_sequence'),
+            model_name="readymessage",
+            constraint=models.UniqueConstraint(
+                fields=("instance", "sequence"), name="idx_so_ready_instance_sequence"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='readymessage',
-            constraint=models.CheckConstraint(condition=models.Q(('sequence__gt', 0)), name='chk_so_ready_sequence'),
+            model_name="readymessage",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("sequence__gt", 0)), name="chk_so_ready_sequence"
+            ),
         ),
         migrations.AddIndex(
-            model_name='reminder',
-            index=models.Index(fields=['status', 'next_run_at', 'id'], name='idx_so_reminders_due'),
+            model_name="reminder",
+            index=models.Index(fields=["status", "next_run_at", "id"], name="idx_so_reminders_due"),
         ),
         migrations.AddConstraint(
-            model_name='reminder',
-            constraint=models.UniqueConstraint(fields=('instance', 'name'), name='idx_so_reminders_name'),
+            model_name="reminder",
+            constraint=models.UniqueConstraint(
+                fields=("instance", "name"), name="idx_so_reminders_name"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='reminder',
-            constraint=models.CheckConstraint(condition=models.Q(('occurrence__gte', 0)), name='chk_so_reminders_occurrence'),
+            model_name="reminder",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("occurrence__gte", 0)), name="chk_so_reminders_occurrence"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='reminder',
-            constraint=models.CheckConstraint(condition=models.Q(('interval_seconds__isnull', True), ('interval_seconds__gt', 0), _connector='OR'), name='chk_so_reminders_interval'),
+            model_name="reminder",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("interval_seconds__isnull", True), ("interval_seconds__gt", 0), _connector="OR"
+                ),
+                name="chk_so_reminders_interval",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='reminder',
-            constraint=models.CheckConstraint(condition=models.Q(('missed_policy__in', ['latest', 'all'])), name='chk_so_reminders_missed_policy'),
+            model_name="reminder",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("missed_policy__in", ["latest", "all"])),
+                name="chk_so_reminders_missed_policy",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='reminder',
-            constraint=models.CheckConstraint(condition=models.Q(('status__in', ['scheduled', 'paused', 'completed'])), name='chk_so_reminders_status'),
+            model_name="reminder",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("status__in", ["scheduled", "paused", "completed"])),
+                name="chk_so_reminders_status",
+            ),
         ),
     ]

@@ -88,9 +88,7 @@ class ReadyMessage(models.Model):
     class Meta:
         db_table = table("ready_messages")
         indexes = [
-            models.Index(
-                fields=["available_at", "instance", "sequence"], name="idx_so_ready_poll"
-            ),
+            models.Index(fields=["available_at", "instance", "sequence"], name="idx_so_ready_poll"),
         ]
         constraints = [
             models.UniqueConstraint(fields=["message"], name="idx_so_ready_message"),
@@ -101,6 +99,9 @@ class ReadyMessage(models.Model):
                 condition=models.Q(sequence__gt=0), name="chk_so_ready_sequence"
             ),
         ]
+
+    def __str__(self) -> str:
+        return f"ready message {self.message_id} (#{self.sequence})"
 
 
 class ClaimedMessage(models.Model):
@@ -133,6 +134,9 @@ class ClaimedMessage(models.Model):
             ),
         ]
 
+    def __str__(self) -> str:
+        return f"claimed message {self.message_id} (generation {self.activation_generation})"
+
 
 class DeadLetter(models.Model):
     """A message that failed for good: after ``MAX_ATTEMPTS`` or a non-retryable error."""
@@ -149,9 +153,7 @@ class DeadLetter(models.Model):
     backtrace = models.JSONField()
     first_failed_at = models.DateTimeField()
     last_failed_at = models.DateTimeField()
-    retried_message = foreign_key(
-        "solid_objects.Message", related_name="retried_from", null=True
-    )
+    retried_message = foreign_key("solid_objects.Message", related_name="retried_from", null=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

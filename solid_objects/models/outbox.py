@@ -116,3 +116,6 @@ class Broadcast(models.Model):
                 name="chk_so_broadcasts_status",
             ),
         ]
+
+    def __str__(self) -> str:
+        return f"{self.observable_name} of instance {self.instance_id} ({self.status})"

@@ -40,7 +40,9 @@ class Process(models.Model):
         db_table = table("processes")
         verbose_name_plural = "processes"
         indexes = [
-            models.Index(fields=["shutdown_state", "last_heartbeat_at"], name="idx_so_processes_liveness"),
+            models.Index(
+                fields=["shutdown_state", "last_heartbeat_at"], name="idx_so_processes_liveness"
+            ),
             models.Index(fields=["kind", "shutdown_state"], name="idx_so_processes_kind"),
         ]
         constraints = [
