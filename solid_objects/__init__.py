@@ -1,0 +1,64 @@
+"""Durable, addressable actors on your Django database.
+
+    from solid_objects import Actor, attribute, query, observable, migrate_state
+
+See ``docs/actors.md``. Nothing here imports models, so the package can be imported while
+Django loads its apps.
+"""
+
+from .actor import Actor, attribute, migrate_state, observable, query
+from .errors import (
+    ActorCallCycle,
+    ActorDestroyed,
+    ApplicationWriteForbidden,
+    IdempotencyConflict,
+    ImproperlyConfigured,
+    InvalidPayload,
+    InvalidRejectionCode,
+    LostActivation,
+    MailboxFull,
+    MessageFailed,
+    PayloadTooLarge,
+    Rejected,
+    SolidObjectsError,
+    StateMigrationError,
+    SyncInsideTransaction,
+    SyncTimeout,
+    UnknownActorType,
+    UnknownOperation,
+)
+from .references import ActorReference, MessageReference, Snapshot, ref
+from .registry import commit_action, effect, register
+
+__all__ = [
+    "Actor",
+    "ActorCallCycle",
+    "ActorDestroyed",
+    "ActorReference",
+    "ApplicationWriteForbidden",
+    "IdempotencyConflict",
+    "ImproperlyConfigured",
+    "InvalidPayload",
+    "InvalidRejectionCode",
+    "LostActivation",
+    "MailboxFull",
+    "MessageFailed",
+    "MessageReference",
+    "PayloadTooLarge",
+    "Rejected",
+    "Snapshot",
+    "SolidObjectsError",
+    "StateMigrationError",
+    "SyncInsideTransaction",
+    "SyncTimeout",
+    "UnknownActorType",
+    "UnknownOperation",
+    "attribute",
+    "commit_action",
+    "effect",
+    "migrate_state",
+    "observable",
+    "query",
+    "ref",
+    "register",
+]

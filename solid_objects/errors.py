@@ -113,8 +113,10 @@ class UnknownActorType(SolidObjectsError, LookupError):
     """No registered actor has this ``actor_type``."""
 
 
-class UnknownOperation(SolidObjectsError, LookupError):
+class UnknownOperation(SolidObjectsError, AttributeError):
     """The actor has no public method (message) of this name."""
+
+    retryable = False
 
 
 class InvalidRejectionCode(SolidObjectsError, ValueError):

@@ -6,8 +6,9 @@ from typing import Any
 
 from django.db import models
 
-IDENTIFIER_LENGTH = 191  # the original engine's indexed-string size (utf8mb4 index limit)
-UUID_LENGTH = 36
+from ..limits import IDENTIFIER_LENGTH, UUID_LENGTH
+
+__all__ = ["IDENTIFIER_LENGTH", "UUID_LENGTH", "BinaryCharField", "foreign_key"]
 
 
 class BinaryCharField(models.CharField):

@@ -16,7 +16,8 @@ class Message(models.Model):
         SYNC = "sync"
         INTERNAL = "internal"
 
-    instance = foreign_key("solid_objects.Instance", related_name="messages")
+    # idx_so_messages_instance_sequence leads with instance_id: no separate index.
+    instance = foreign_key("solid_objects.Instance", related_name="messages", db_index=False)
     actor_type = BinaryCharField(max_length=IDENTIFIER_LENGTH)
     actor_id = BinaryCharField(max_length=IDENTIFIER_LENGTH)
     operation = models.CharField(max_length=IDENTIFIER_LENGTH)
@@ -79,8 +80,9 @@ class Message(models.Model):
 class ReadyMessage(models.Model):
     """Membership: the message is due (or scheduled) and waiting for a claim."""
 
-    message = foreign_key("solid_objects.Message", related_name="ready_memberships")
-    instance = foreign_key("solid_objects.Instance", related_name="ready_messages")
+    # Both references lead a unique index (idx_so_ready_message, idx_so_ready_instance_sequence).
+    message = foreign_key("solid_objects.Message", related_name="ready_memberships", db_index=False)
+    instance = foreign_key("solid_objects.Instance", related_name="ready_messages", db_index=False)
     sequence = models.BigIntegerField()
     available_at = models.DateTimeField()
     created_at = models.DateTimeField(auto_now_add=True)
@@ -107,8 +109,13 @@ class ReadyMessage(models.Model):
 class ClaimedMessage(models.Model):
     """Membership: the one in-flight turn of an actor, owned by an activation."""
 
-    message = foreign_key("solid_objects.Message", related_name="claimed_memberships")
-    instance = foreign_key("solid_objects.Instance", related_name="claimed_messages")
+    # Both references are unique (idx_so_claimed_message, idx_so_claimed_instance).
+    message = foreign_key(
+        "solid_objects.Message", related_name="claimed_memberships", db_index=False
+    )
+    instance = foreign_key(
+        "solid_objects.Instance", related_name="claimed_messages", db_index=False
+    )
     process = foreign_key(
         "solid_objects.Process", related_name="claimed_messages", null=True, db_index=False
     )
@@ -141,7 +148,9 @@ class ClaimedMessage(models.Model):
 class DeadLetter(models.Model):
     """A message that failed for good: after ``MAX_ATTEMPTS`` or a non-retryable error."""
 
-    message = foreign_key("solid_objects.Message", related_name="dead_letters")
+    message = foreign_key(  # unique: idx_so_dead_letters_message
+        "solid_objects.Message", related_name="dead_letters", db_index=False
+    )
     instance = foreign_key("solid_objects.Instance", related_name="dead_letters")
     actor_type = BinaryCharField(max_length=IDENTIFIER_LENGTH)
     actor_id = BinaryCharField(max_length=IDENTIFIER_LENGTH)

@@ -31,7 +31,9 @@ class Effect(models.Model):
     attempt_count = models.IntegerField(default=0, db_default=0)
     max_attempts = models.IntegerField()
     available_at = models.DateTimeField()
-    claimed_by = foreign_key("solid_objects.Process", related_name="claimed_effects", null=True)
+    claimed_by = foreign_key(
+        "solid_objects.Process", related_name="claimed_effects", null=True, db_column="claimed_by"
+    )
     claimed_at = models.DateTimeField(null=True, blank=True)
     result = models.JSONField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True)
@@ -72,7 +74,8 @@ class Broadcast(models.Model):
         DELIVERED = "delivered"
         DEAD = "dead"
 
-    message = foreign_key("solid_objects.Message", related_name="broadcasts")
+    # idx_so_broadcasts_observable leads with message_id: no separate index.
+    message = foreign_key("solid_objects.Message", related_name="broadcasts", db_index=False)
     instance = foreign_key("solid_objects.Instance", related_name="broadcasts")
     broadcast_id = models.CharField(max_length=UUID_LENGTH)
     observable_name = models.CharField(max_length=IDENTIFIER_LENGTH)
@@ -82,7 +85,14 @@ class Broadcast(models.Model):
     status = models.CharField(max_length=32, default=Status.PENDING, db_default=Status.PENDING)
     attempt_count = models.IntegerField(default=0, db_default=0)
     available_at = models.DateTimeField()
-    claimed_by = foreign_key("solid_objects.Process", related_name="claimed_broadcasts", null=True)
+    # idx_so_broadcasts_claim leads with claimed_by: no separate index.
+    claimed_by = foreign_key(
+        "solid_objects.Process",
+        related_name="claimed_broadcasts",
+        null=True,
+        db_column="claimed_by",
+        db_index=False,
+    )
     claimed_at = models.DateTimeField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True)
     delivered_at = models.DateTimeField(null=True, blank=True)

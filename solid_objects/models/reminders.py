@@ -18,7 +18,8 @@ class Reminder(models.Model):
         PAUSED = "paused"
         COMPLETED = "completed"
 
-    instance = foreign_key("solid_objects.Instance", related_name="reminders")
+    # idx_so_reminders_name leads with instance_id: no separate index.
+    instance = foreign_key("solid_objects.Instance", related_name="reminders", db_index=False)
     actor_type = BinaryCharField(max_length=IDENTIFIER_LENGTH)
     actor_id = BinaryCharField(max_length=IDENTIFIER_LENGTH)
     name = models.CharField(max_length=IDENTIFIER_LENGTH)
@@ -31,7 +32,9 @@ class Reminder(models.Model):
         max_length=32, default=MissedPolicy.LATEST, db_default=MissedPolicy.LATEST
     )
     status = models.CharField(max_length=32, default=Status.SCHEDULED, db_default=Status.SCHEDULED)
-    claimed_by = foreign_key("solid_objects.Process", related_name="claimed_reminders", null=True)
+    claimed_by = foreign_key(
+        "solid_objects.Process", related_name="claimed_reminders", null=True, db_column="claimed_by"
+    )
     claimed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -1,0 +1,646 @@
+"""Activations: take an actor's lease, drain its mailbox in passes, commit under the fence.
+
+The protocol, per pass:
+
+1. **Acquire** (one short transaction): lock a free candidate instance (``SKIP LOCKED``),
+   take the lease (owner, fresh token, ``generation + 1``, expiry on the database clock) and
+   recover a claimed row a dead activation left behind.
+2. **Claim** the lowest-sequence ready message into ``claimed_messages`` and count the
+   attempt, committed *before* the handler runs, so a handler that kills the process still
+   reaches its dead letter after ``MAX_ATTEMPTS``.
+3. **Run** the claimed turn, then up to ``MAX_TURNS_PER_COMMIT - 1`` following due messages
+   read ahead (grouped commits), each on the state its predecessor left, outside any
+   transaction. A message whose attempt count shows it crashed before runs alone.
+4. **Fenced commit** (one short transaction): one ``UPDATE`` checks owner, token, generation
+   and the unexpired lease and writes the state; the claimed row must still be ours; results,
+   rejections, failures, outbox rows and commit actions are written; the next message is
+   claimed in the same transaction, or the lease is released.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import connections, transaction
+
+from . import payloads, signals
+from .actor import Actor, ActorSpec
+from .commit_writes import write_broadcasts, write_staged
+from .conf import get_settings
+from .db.base import Completion, LeaseRow, MessageRow
+from .db.vendors import dialect_for
+from .errors import LostActivation, StateMigrationError, UnknownActorType
+from .registry import get_spec
+from .turn import TurnOutcome, describe_exception, run_turn
+
+logger = logging.getLogger("solid_objects")
+
+
+@dataclass
+class CachedActor:
+    revision: int
+    actor: Actor
+    state_json: str
+    state_version: int
+    cached_at: float
+
+
+class ActivationCache:
+    """Idle activations kept warm: the actor object and its committed state's revision.
+
+    On the next lease the database returns no state when the revision still matches, so a
+    warm actor neither transfers nor decodes its state again.
+    """
+
+    def __init__(self, max_entries: int = 1000) -> None:
+        self.max_entries = max_entries
+        self._entries: OrderedDict[int, CachedActor] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def take(self, instance_id: int) -> CachedActor | None:
+        """Remove and return the entry (the caller holds the lease, so nobody else may use
+        the actor object until it is put back)."""
+        with self._lock:
+            entry = self._entries.pop(instance_id, None)
+        if entry is None:
+            return None
+        if time.monotonic() - entry.cached_at > get_settings().IDLE_DEACTIVATION_TIMEOUT:
+            _deactivate(entry.actor)
+            return None
+        return entry
+
+    def put(self, instance_id: int, entry: CachedActor) -> None:
+        evicted = []
+        with self._lock:
+            self._entries[instance_id] = entry
+            self._entries.move_to_end(instance_id)
+            while len(self._entries) > self.max_entries:
+                evicted.append(self._entries.popitem(last=False)[1])
+        for old in evicted:
+            _deactivate(old.actor)
+
+    def evict(self, instance_id: int) -> None:
+        with self._lock:
+            entry = self._entries.pop(instance_id, None)
+        if entry is not None:
+            _deactivate(entry.actor)
+
+    def clear(self) -> None:
+        with self._lock:
+            entries = list(self._entries.values())
+            self._entries.clear()
+        for entry in entries:
+            _deactivate(entry.actor)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def revisions_of(self, instance_ids: list[int]) -> dict[int, int]:
+        with self._lock:
+            return {i: self._entries[i].revision for i in instance_ids if i in self._entries}
+
+
+def _deactivate(actor: Actor) -> None:
+    try:
+        actor.on_deactivate()
+    except Exception:
+        logger.exception("on_deactivate of %s/%s failed", actor.actor_type, actor.actor_id)
+
+
+@dataclass
+class Activation:
+    alias: str
+    lease: LeaseRow
+    spec: ActorSpec
+    actor: Actor
+    state_json: str  # the committed state, as stored
+    stored_state_version: int
+    dirty: bool = False  # state must be written even if no turn changed it (migration)
+    first: MessageRow | None = None  # the turn claimed together with the lease
+    started_at: float = field(default_factory=time.monotonic)
+    observed: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class PassResult:
+    outcomes: dict[int, TurnOutcome] = field(default_factory=dict)
+    processed: int = 0
+    lost: bool = False
+
+
+@dataclass
+class Claim:
+    """A lease taken and its first turn claimed, committed or about to be."""
+
+    lease: LeaseRow
+    first: MessageRow
+
+
+def take_lease(
+    cursor: Any,
+    alias: str,
+    owner_id: str,
+    instance_ids: list[int],
+    cache: ActivationCache | None = None,
+) -> Claim | None:
+    """Inside the caller's transaction: lease one of ``instance_ids`` (skipping locked or
+    leased ones), recover a claim a dead activation left, and claim the first turn (its
+    attempt is counted when this transaction commits, before the handler runs)."""
+    dialect = dialect_for(connections[alias])
+    lease = dialect.acquire_lease(
+        cursor,
+        instance_ids,
+        owner_id=owner_id,
+        token=str(uuid.uuid4()),
+        lease_seconds=get_settings().LEASE_DURATION,
+        cached=cache.revisions_of(instance_ids) if cache is not None else None,
+    )
+    if lease is None:
+        return None
+    if lease.has_stale_claim:
+        _recover_stale_claim(cursor, dialect, lease)
+    first = dialect.claim_next(cursor, lease)
+    if first is None:
+        dialect.release(cursor, lease)
+        return None
+    return Claim(lease, first)
+
+
+def activate(alias: str, claim: Claim, cache: ActivationCache | None = None) -> Activation:
+    """After the claim committed: build the actor (cached, or decoded and migrated)."""
+    lease = claim.lease
+    signals.send(
+        signals.activation_claimed,
+        actor_type=lease.actor_type,
+        actor_id=lease.actor_id,
+        instance_id=lease.instance_id,
+        generation=lease.generation,
+        owner_id=lease.owner_id,
+    )
+    try:
+        activation = _activate(alias, lease, cache)
+    except (StateMigrationError, UnknownActorType) as exc:
+        _refuse(alias, lease, claim.first, exc)
+        raise
+    activation.first = claim.first
+    return activation
+
+
+def acquire(
+    alias: str,
+    owner_id: str,
+    instance_ids: list[int],
+    cache: ActivationCache | None = None,
+) -> Activation | None:
+    """Take a lease and claim its first turn in one short transaction, then activate."""
+    connection = connections[alias]
+    with transaction.atomic(using=alias), connection.cursor() as cursor:
+        claim = take_lease(cursor, alias, owner_id, instance_ids, cache)
+    return None if claim is None else activate(alias, claim, cache)
+
+
+def _recover_stale_claim(cursor: Any, dialect: Any, lease: LeaseRow) -> None:
+    stale = dialect.stale_claim(cursor, lease.instance_id)
+    if stale is None:
+        return
+    message_id, attempts, max_attempts = stale
+    if attempts >= max_attempts:
+        error = {
+            "class": "solid_objects.errors.LostActivation",
+            "message": f"the process running this turn stopped during attempt {attempts}",
+            "backtrace": [],
+        }
+        dialect.dead_letter(
+            cursor,
+            instance_id=lease.instance_id,
+            message_id=message_id,
+            claimed=True,
+            error=payloads.encode(error),
+            exception_class=error["class"],
+            exception_message=error["message"],
+            backtrace="[]",
+        )
+        signals.send(
+            signals.message_dead_lettered,
+            actor_type=lease.actor_type,
+            actor_id=lease.actor_id,
+            message_id=message_id,
+            attempt=attempts,
+        )
+    else:
+        dialect.unclaim_to_ready(cursor, lease.instance_id, message_id)
+        signals.send(
+            signals.message_retried,
+            actor_type=lease.actor_type,
+            actor_id=lease.actor_id,
+            message_id=message_id,
+            attempt=attempts,
+            reason="stale claim recovered",
+        )
+
+
+def _activate(alias: str, lease: LeaseRow, cache: ActivationCache | None) -> Activation:
+    spec = get_spec(lease.actor_type)
+    entry = cache.take(lease.instance_id) if cache is not None else None
+    if (
+        entry is not None
+        and lease.state is None
+        and entry.revision == lease.state_revision
+        and type(entry.actor) is spec.cls
+    ):
+        activation = Activation(
+            alias, lease, spec, entry.actor, entry.state_json, entry.state_version
+        )
+        if spec.observables:
+            activation.observed = _observe(activation)
+        return activation
+    if entry is not None:
+        _deactivate(entry.actor)
+    if lease.state is None:  # the cached entry expired between the lease and now
+        lease.state = _load_state(alias, lease.instance_id)
+    state_json = lease.state if isinstance(lease.state, str) else payloads.encode(lease.state)
+    state = payloads.decode(state_json)
+    if not isinstance(state, dict):
+        state = {}
+    version = lease.state_version
+    code_version = spec.cls.state_version
+    dirty = False
+    if version > code_version:
+        raise StateMigrationError(
+            f"{lease.actor_type}/{lease.actor_id} has state version {version}, newer than the "
+            f"code's state_version {code_version}"
+        )
+    while version < code_version:
+        migrate = spec.migrations[version]
+        try:
+            state = migrate(state)
+        except Exception as exc:
+            raise StateMigrationError(
+                f"migrating {lease.actor_type}/{lease.actor_id} state from version {version} "
+                f"failed: {exc}"
+            ) from exc
+        version += 1
+        dirty = True
+    actor = spec.cls(lease.actor_id, state)
+    actor.on_activate()
+    if dirty:
+        state_json = payloads.encode(actor._state, what="state")
+    activation = Activation(alias, lease, spec, actor, state_json, code_version, dirty=dirty)
+    if spec.observables:
+        activation.observed = _observe(activation)
+    return activation
+
+
+def _load_state(alias: str, instance_id: int) -> str:
+    connection = connections[alias]
+    dialect = dialect_for(connection)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT state FROM {dialect.t_instances} WHERE id = %s", [instance_id])
+        value = cursor.fetchone()[0]
+    return value if isinstance(value, str) else payloads.encode(value)
+
+
+def _refuse(alias: str, lease: LeaseRow, first: MessageRow, exc: Exception) -> None:
+    """Activation refused (state newer than code, type unknown): put the claimed message
+    back uncounted, back off and release. The message waits for code that can run it."""
+    connection = connections[alias]
+    dialect = dialect_for(connection)
+    with transaction.atomic(using=alias), connection.cursor() as cursor:
+        dialect.unclaim_to_ready(cursor, lease.instance_id, first.id, get_settings().retry_delay(3))
+        cursor.execute(
+            f"UPDATE {dialect.t_messages} SET attempt_count = attempt_count - 1 "
+            "WHERE id = %s AND attempt_count > 0",
+            [first.id],
+        )
+        dialect.release(cursor, lease)
+    logger.error("activation of %s/%s refused: %s", lease.actor_type, lease.actor_id, exc)
+
+
+def _observe(activation: Activation) -> dict[str, Any]:
+    values = {}
+    for name, observable in activation.spec.observables.items():
+        try:
+            values[name] = observable.function(activation.actor)
+        except Exception:
+            logger.exception("observable %s of %s failed", name, activation.spec.actor_type)
+    return values
+
+
+def run_pass(
+    activation: Activation,
+    *,
+    max_messages: int | None = None,
+    max_seconds: float | None = None,
+    stop_after: int | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    cache: ActivationCache | None = None,
+) -> PassResult:
+    """Drain the activation's mailbox within the pass budget, then release the lease.
+
+    ``stop_after`` (a message id) ends the pass once that message has committed: a sync
+    caller drives the actor only up to its own message.
+    """
+    settings = get_settings()
+    max_messages = max_messages or settings.MAX_MESSAGES_PER_ACTIVATION_PASS
+    max_seconds = max_seconds if max_seconds is not None else settings.MAX_ACTIVATION_DURATION
+    lease = activation.lease
+    alias = activation.alias
+    connection = connections[alias]
+    dialect = dialect_for(connection)
+    result = PassResult()
+    pass_started = time.monotonic()
+
+    first = activation.first
+    activation.first = None
+    if first is None:
+        with transaction.atomic(using=alias), connection.cursor() as cursor:
+            first = dialect.claim_next(cursor, lease)
+            if first is None:
+                dialect.release(cursor, lease)
+        if first is None:
+            _released(activation, cache, result)
+            return result
+
+    while first is not None:
+        group_size = 1 if first.attempt_count > 1 else settings.MAX_TURNS_PER_COMMIT
+        group_size = max(1, min(group_size, max_messages - result.processed))
+        followers: list[MessageRow] = []
+        if group_size > 1 and first.id != stop_after:
+            with connection.cursor() as cursor:
+                followers = dialect.prefetch(
+                    cursor, lease.instance_id, first.sequence, group_size - 1
+                )
+            if stop_after is not None:
+                for index, message in enumerate(followers):
+                    if message.id == stop_after:
+                        followers = followers[: index + 1]
+                        break
+        outcomes = _run_group(activation, [first, *followers], settings.MAX_COMMIT_DELAY)
+        result.processed += len(outcomes)
+        last = outcomes[-1]
+        reached_stop = stop_after is not None and any(o.message.id == stop_after for o in outcomes)
+        keep_going = (
+            last.ok
+            and not reached_stop
+            and result.processed < max_messages
+            and time.monotonic() - pass_started < max_seconds
+            and not (should_stop and should_stop())
+        )
+        budget_spent = (
+            last.ok and not reached_stop and not keep_going and not (should_stop and should_stop())
+        )
+        try:
+            first = _commit_group(
+                activation, dialect, outcomes, keep_going=keep_going, yield_head=budget_spent
+            )
+        except LostActivation:
+            result.lost = True
+            if cache is not None:
+                cache.evict(lease.instance_id)
+            signals.send(
+                signals.activation_lost,
+                actor_type=lease.actor_type,
+                actor_id=lease.actor_id,
+                instance_id=lease.instance_id,
+                generation=lease.generation,
+            )
+            raise
+        for outcome in outcomes:
+            result.outcomes[outcome.message.id] = outcome
+        _after_commit(activation, outcomes)
+    _released(activation, cache, result)
+    return result
+
+
+def _run_group(
+    activation: Activation, messages: list[MessageRow], max_delay: float
+) -> list[TurnOutcome]:
+    """Run turns in order; a failure ends the group. State rolls back per failed turn."""
+    outcomes: list[TurnOutcome] = []
+    started = time.monotonic()
+    actor = activation.actor
+    for message in messages:
+        signals.send(
+            signals.message_started,
+            actor_type=activation.spec.actor_type,
+            actor_id=actor.actor_id,
+            message_id=message.id,
+            sequence=message.sequence,
+            attempt=message.attempt_count or 1,
+        )
+        outcome = run_turn(actor, activation.spec, message)
+        if outcome.kind == "completed" and not outcome.is_query:
+            try:
+                state_json = payloads.encode(
+                    actor._state, what="state", limit=get_settings().MAX_STATE_BYTES
+                )
+            except Exception as exc:
+                outcome.kind = "failed"
+                outcome.exception = exc
+                outcome.error = describe_exception(exc)
+                outcome.retryable = False
+                outcome.staged = None
+            else:
+                if state_json != activation.state_json:
+                    activation.state_json = state_json
+                    activation.dirty = True
+                    _check_state_size(activation, state_json)
+                    if activation.spec.observables:
+                        _stage_broadcasts(activation, outcome)
+        if outcome.kind != "completed" or outcome.is_query:
+            # Roll back whatever the turn (or a query) did to the in-memory state.
+            actor._state = payloads.decode(activation.state_json)
+        outcomes.append(outcome)
+        if outcome.kind == "failed":
+            break
+        if time.monotonic() - started >= max_delay:
+            break
+    return outcomes
+
+
+def _check_state_size(activation: Activation, state_json: str) -> None:
+    warn = get_settings().WARN_STATE_BYTES
+    if len(state_json) > warn:
+        signals.send(
+            signals.state_too_large,
+            actor_type=activation.spec.actor_type,
+            actor_id=activation.actor.actor_id,
+            size=len(state_json),
+            limit=warn,
+        )
+
+
+def _stage_broadcasts(activation: Activation, outcome: TurnOutcome) -> None:
+    current = _observe(activation)
+    changed = {
+        name: value
+        for name, value in current.items()
+        if name not in activation.observed or activation.observed[name] != value
+    }
+    activation.observed = current
+    if changed:
+        outcome.broadcasts = changed
+
+
+def _commit_group(
+    activation: Activation,
+    dialect: Any,
+    outcomes: list[TurnOutcome],
+    *,
+    keep_going: bool,
+    yield_head: bool,
+) -> MessageRow | None:
+    """The fenced commit of a group; returns the next claimed message, if any."""
+    settings = get_settings()
+    lease = activation.lease
+    alias = activation.alias
+    connection = connections[alias]
+    first = outcomes[0]
+    first_failed = first.kind == "failed"
+    successful = [o for o in outcomes if o.kind == "completed" and not o.is_query]
+    write_state = activation.dirty
+    revision = (
+        successful[-1].message.sequence if successful and write_state else lease.state_revision
+    )
+    with transaction.atomic(using=alias), connection.cursor() as cursor:
+        fenced = dialect.fence(
+            cursor,
+            lease,
+            claimed_message_id=None if first_failed else first.message.id,
+            state=activation.state_json if write_state else None,
+            state_version=activation.stored_state_version,
+            state_revision=revision,
+            release=not keep_going,
+            lease_seconds=settings.LEASE_DURATION,
+        )
+        if not fenced:
+            raise LostActivation(
+                f"{lease.actor_type}/{lease.actor_id}: the activation (generation "
+                f"{lease.generation}) was lost before its commit; nothing was written"
+            )
+        completions = [
+            Completion(
+                message_id=o.message.id,
+                result=o.result_json if o.kind == "completed" else None,
+                rejection=payloads.encode(o.rejection.as_dict(), what="rejection")
+                if o.kind == "rejected" and o.rejection is not None
+                else None,
+                claimed=o is first,
+            )
+            for o in outcomes
+            if o.kind != "failed"
+        ]
+        dialect.complete(cursor, completions)
+        for outcome in outcomes:
+            if outcome.kind == "completed" and outcome.staged:
+                write_staged(cursor, dialect, activation, outcome)
+            if outcome.broadcasts:
+                write_broadcasts(cursor, dialect, activation, outcome)
+        last = outcomes[-1]
+        if last.kind == "failed":
+            _record_failure(cursor, dialect, activation, last, claimed=last is first)
+        next_message = None
+        if keep_going:
+            next_message = dialect.claim_next(cursor, lease)
+            if next_message is None:
+                dialect.release(cursor, lease)
+        elif yield_head:
+            dialect.yield_head(cursor, lease.instance_id)
+    activation.dirty = False
+    lease.state_revision = revision
+    return next_message
+
+
+def _record_failure(
+    cursor: Any, dialect: Any, activation: Activation, outcome: TurnOutcome, *, claimed: bool
+) -> None:
+    message = outcome.message
+    attempt = message.attempt_count if claimed else message.attempt_count + 1
+    error = outcome.error or {}
+    error_json = payloads.encode(error, what="error")
+    outcome.message.attempt_count = attempt
+    if outcome.retryable and attempt < message.max_attempts:
+        delay = get_settings().retry_delay(attempt)
+        dialect.record_failure(
+            cursor,
+            instance_id=activation.lease.instance_id,
+            message_id=message.id,
+            claimed=claimed,
+            error=error_json,
+            retry_seconds=delay,
+        )
+        outcome.retry_in = delay
+    else:
+        dialect.dead_letter(
+            cursor,
+            instance_id=activation.lease.instance_id,
+            message_id=message.id,
+            claimed=claimed,
+            error=error_json,
+            exception_class=error.get("class", "Exception")[:255],
+            exception_message=error.get("message", ""),
+            backtrace=payloads.encode(error.get("backtrace", [])),
+        )
+        outcome.kind = "dead"
+
+
+def _after_commit(activation: Activation, outcomes: list[TurnOutcome]) -> None:
+    from .runtime.wakeup import notify_local
+
+    lease = activation.lease
+    for outcome in outcomes:
+        message = outcome.message
+        payload = {
+            "actor_type": lease.actor_type,
+            "actor_id": lease.actor_id,
+            "message_id": message.id,
+            "sequence": message.sequence,
+            "attempt": message.attempt_count or 1,
+            "duration": outcome.duration,
+        }
+        if outcome.kind == "completed":
+            signals.send(signals.message_completed, **payload)
+        elif outcome.kind == "rejected":
+            signals.send(
+                signals.message_rejected,
+                code=outcome.rejection.code if outcome.rejection else "",
+                **payload,
+            )
+        elif outcome.kind == "dead":
+            signals.send(signals.message_dead_lettered, **payload)
+        else:
+            signals.send(signals.message_retried, **payload)
+        if outcome.kind == "completed" and outcome.staged and outcome.staged.effects:
+            notify_local("effect")
+    notify_local("result")
+
+
+def _released(activation: Activation, cache: ActivationCache | None, result: PassResult) -> None:
+    lease = activation.lease
+    if cache is not None and not result.lost:
+        cache.put(
+            lease.instance_id,
+            CachedActor(
+                revision=lease.state_revision,
+                actor=activation.actor,
+                state_json=activation.state_json,
+                state_version=activation.stored_state_version,
+                cached_at=time.monotonic(),
+            ),
+        )
+    elif cache is None:
+        _deactivate(activation.actor)
+    signals.send(
+        signals.activation_released,
+        actor_type=lease.actor_type,
+        actor_id=lease.actor_id,
+        instance_id=lease.instance_id,
+        processed=result.processed,
+    )

@@ -1,0 +1,636 @@
+"""The mailbox protocol as named SQL statements, one method per statement (or group).
+
+:class:`Dialect` holds the portable form, written for MySQL/MariaDB and SQLite; the
+PostgreSQL dialect folds several statements into one with data-modifying CTEs and
+``RETURNING``. Every method takes an open cursor of the caller's transaction; none opens or
+commits a transaction itself (the runtime decides the transaction boundaries). Times come
+from the database clock (:attr:`Dialect.now`), never from Python, except on SQLite where the
+database is in-process and its clock is this process's clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from ..conf import table
+
+
+@dataclass(slots=True)
+class LeaseRow:
+    """An activation this process took: identity, state as stored, and the fence."""
+
+    instance_id: int
+    actor_type: str
+    actor_id: str
+    state: Any  # JSON text, or None when the cached revision was still current
+    state_version: int
+    state_revision: int
+    generation: int
+    token: str
+    owner_id: str
+    has_stale_claim: bool
+
+
+@dataclass(slots=True)
+class MessageRow:
+    id: int
+    sequence: int
+    operation: str
+    arguments: Any  # JSON text
+    delivery_mode: str
+    attempt_count: int
+    max_attempts: int
+    request_id: str
+    idempotency_key: str | None
+
+
+@dataclass(slots=True)
+class Completion:
+    """What the fenced commit writes for one finished message."""
+
+    message_id: int
+    result: str | None = None  # JSON text
+    rejection: str | None = None  # JSON text
+    claimed: bool = False  # the turn's claimed row (attempt already counted)
+
+
+MESSAGE_COLUMNS = (
+    "id, sequence, operation, arguments, delivery_mode, attempt_count, max_attempts, "
+    "request_id, idempotency_key"
+)
+
+
+def as_datetime(value: Any) -> datetime | None:
+    """A column value as an aware UTC datetime (drivers return text, naive or aware)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+class Dialect:
+    """Portable statements (MySQL/MariaDB flavour); subclasses specialise per vendor."""
+
+    vendor = "generic"
+    #: SQL for "now" on the database clock.
+    now = "CURRENT_TIMESTAMP"
+    #: Placeholder for a JSON parameter.
+    json = "%s"
+    #: Row-locking suffix used when claiming (empty where writers are serialised).
+    skip_locked = " FOR UPDATE SKIP LOCKED"
+    for_update = " FOR UPDATE"
+    supports_returning = False
+
+    def __init__(self, connection: Any) -> None:
+        self.connection = connection
+        self.ops = connection.ops
+        self.t_instances = self.qn(table("instances"))
+        self.t_messages = self.qn(table("messages"))
+        self.t_ready = self.qn(table("ready_messages"))
+        self.t_claimed = self.qn(table("claimed_messages"))
+        self.t_dead = self.qn(table("dead_letters"))
+        self.t_processes = self.qn(table("processes"))
+        self.t_effects = self.qn(table("effects"))
+        self.t_broadcasts = self.qn(table("broadcasts"))
+        self.t_reminders = self.qn(table("reminders"))
+
+    def qn(self, name: str) -> str:
+        return self.connection.ops.quote_name(name)
+
+    # -- time ------------------------------------------------------------------------------
+    def now_plus(self, seconds: float) -> tuple[str, list[Any]]:
+        """SQL and parameters for ``now + seconds`` on the database clock."""
+        return f"({self.now} + INTERVAL %s MICROSECOND)", [int(seconds * 1_000_000)]
+
+    def adapt_datetime(self, value: datetime) -> Any:
+        return self.ops.adapt_datetimefield_value(value)
+
+    def database_now(self, cursor: Any) -> datetime:
+        cursor.execute(f"SELECT {self.now}", [])
+        value = as_datetime(cursor.fetchone()[0])
+        assert value is not None
+        return value
+
+    # -- statement timeouts for deadline-bound sync calls -----------------------------------
+    def bound_lock_wait(self, cursor: Any, seconds: float) -> Any:
+        """Bound lock waits of the current transaction; return a token for :meth:`unbound`."""
+        return None
+
+    def unbound(self, cursor: Any, token: Any) -> None:
+        return None
+
+    # -- enqueue ---------------------------------------------------------------------------
+    def allocate_sequence(
+        self, cursor: Any, actor_type: str, actor_id: str, state_version: int
+    ) -> tuple[int, int, int]:
+        """Lock (creating if needed) the instance row and take the next sequence.
+
+        Returns ``(instance_id, sequence, state_revision)``. The row stays locked until the
+        surrounding transaction ends, which serialises sequence allocation per actor.
+        """
+        n = self.now
+        cursor.execute(
+            f"INSERT INTO {self.t_instances} (actor_type, actor_id, state, state_version, "
+            "next_message_sequence, activation_generation, state_revision, created_at, "
+            f"updated_at) VALUES (%s, %s, '{{}}', %s, 2, 0, 0, {n}, {n}) "
+            "ON DUPLICATE KEY UPDATE next_message_sequence = next_message_sequence + 1, "
+            "id = LAST_INSERT_ID(id)",
+            [actor_type, actor_id, state_version],
+        )
+        instance_id = cursor.lastrowid
+        cursor.execute(
+            f"SELECT next_message_sequence - 1, state_revision FROM {self.t_instances} "
+            "WHERE id = %s",
+            [instance_id],
+        )
+        sequence, revision = cursor.fetchone()
+        return int(instance_id), int(sequence), int(revision)
+
+    def insert_message(
+        self,
+        cursor: Any,
+        *,
+        instance_id: int,
+        actor_type: str,
+        actor_id: str,
+        sequence: int,
+        operation: str,
+        delivery_mode: str,
+        arguments: str,
+        max_attempts: int,
+        request_id: str,
+        idempotency_key: str | None,
+        available_at: datetime | None,
+    ) -> int:
+        """Insert the history row and its ready membership; return the message id."""
+        n = self.now
+        if available_at is None:
+            at_sql, at_params = n, []
+        else:
+            at_sql, at_params = "%s", [self.adapt_datetime(available_at)]
+        cursor.execute(
+            f"INSERT INTO {self.t_messages} (instance_id, actor_type, actor_id, operation, "
+            "delivery_mode, arguments, sequence, attempt_count, max_attempts, request_id, "
+            "idempotency_key, enqueued_at, available_at, created_at, updated_at) VALUES "
+            f"(%s, %s, %s, %s, %s, {self.json}, %s, 0, %s, %s, %s, {n}, {at_sql}, {n}, {n})",
+            [
+                instance_id,
+                actor_type,
+                actor_id,
+                operation,
+                delivery_mode,
+                arguments,
+                sequence,
+                max_attempts,
+                request_id,
+                idempotency_key,
+                *at_params,
+            ],
+        )
+        message_id = int(cursor.lastrowid)
+        cursor.execute(
+            f"INSERT INTO {self.t_ready} (message_id, instance_id, sequence, available_at, "
+            f"created_at) VALUES (%s, %s, %s, {at_sql}, {n})",
+            [message_id, instance_id, sequence, *at_params],
+        )
+        return message_id
+
+    def mailbox_length(self, cursor: Any, instance_id: int) -> int:
+        cursor.execute(
+            f"SELECT (SELECT COUNT(*) FROM {self.t_ready} WHERE instance_id = %s) + "
+            f"(SELECT COUNT(*) FROM {self.t_claimed} WHERE instance_id = %s)",
+            [instance_id, instance_id],
+        )
+        return int(cursor.fetchone()[0])
+
+    def find_message_by_key(
+        self, cursor: Any, actor_type: str, actor_id: str, idempotency_key: str
+    ) -> tuple[Any, ...] | None:
+        """``(id, request_id, sequence, operation, arguments, delivery_mode)`` or ``None``."""
+        cursor.execute(
+            "SELECT m.id, m.request_id, m.sequence, m.operation, m.arguments, m.delivery_mode, "
+            f"m.instance_id FROM {self.t_messages} m "
+            f"JOIN {self.t_instances} i ON i.id = m.instance_id "
+            "WHERE i.actor_type = %s AND i.actor_id = %s AND m.idempotency_key = %s",
+            [actor_type, actor_id, idempotency_key],
+        )
+        return cursor.fetchone()
+
+    # -- claiming an activation ------------------------------------------------------------
+    def due_instances(self, cursor: Any, limit: int) -> list[int]:
+        """Instances with a due ready message, oldest first (a non-locking scan)."""
+        cursor.execute(
+            f"SELECT instance_id FROM {self.t_ready} WHERE available_at <= {self.now} "
+            "ORDER BY available_at, instance_id, sequence LIMIT %s",
+            [limit],
+        )
+        seen: dict[int, None] = {}
+        for (instance_id,) in cursor.fetchall():
+            seen.setdefault(int(instance_id), None)
+        return list(seen)
+
+    def acquire_lease(
+        self,
+        cursor: Any,
+        instance_ids: Sequence[int],
+        *,
+        owner_id: str,
+        token: str,
+        lease_seconds: float,
+        cached: dict[int, int] | None = None,
+        wait: bool = False,
+    ) -> LeaseRow | None:
+        """Lock one free candidate instance (skipping locked ones) and take its lease.
+
+        ``cached`` maps instance ids to the state revision this process still holds in
+        memory; for those the state column is not transferred when it has not changed.
+        """
+        if not instance_ids:
+            return None
+        placeholders = ", ".join(["%s"] * len(instance_ids))
+        suffix = self.for_update if wait else self.skip_locked
+        cursor.execute(
+            f"SELECT id FROM {self.t_instances} WHERE id IN ({placeholders}) "
+            "AND paused_at IS NULL AND (activation_token IS NULL OR "
+            f"activation_expires_at <= {self.now}) LIMIT 1{suffix}",
+            list(instance_ids),
+        )
+        row = cursor.fetchone()
+        if row is None:
+            return None
+        instance_id = int(row[0])
+        expires_sql, expires_params = self.now_plus(lease_seconds)
+        n = self.now
+        cursor.execute(
+            f"UPDATE {self.t_instances} SET activation_owner_id = %s, activation_token = %s, "
+            f"activation_expires_at = {expires_sql}, "
+            "activation_generation = activation_generation + 1, "
+            f"activated_at = {n}, last_claimed_at = {n}, updated_at = {n} WHERE id = %s",
+            [owner_id, token, *expires_params, instance_id],
+        )
+        state_sql, state_params = self.state_unless_cached("i", cached, [instance_id])
+        cursor.execute(
+            f"SELECT id, actor_type, actor_id, {state_sql}, state_version, "
+            "state_revision, activation_generation, "
+            f"(SELECT COUNT(*) FROM {self.t_claimed} c WHERE c.instance_id = i.id) "
+            f"FROM {self.t_instances} i WHERE id = %s",
+            [*state_params, instance_id],
+        )
+        return self._lease_from_row(cursor.fetchone(), owner_id, token)
+
+    def state_unless_cached(
+        self, alias: str, cached: dict[int, int] | None, instance_ids: Sequence[int]
+    ) -> tuple[str, list[Any]]:
+        """SQL for the state column, ``NULL`` where the cached revision is current."""
+        state = f"{alias}.state"
+        pairs = [(i, cached[i]) for i in instance_ids if cached and i in cached]
+        if not pairs:
+            return state, []
+        whens = " ".join("WHEN %s THEN %s" for _ in pairs)
+        params: list[Any] = [value for pair in pairs for value in pair]
+        return (
+            f"CASE WHEN {alias}.state_revision = CASE {alias}.id {whens} ELSE -1 END "
+            f"THEN NULL ELSE {state} END",
+            params,
+        )
+
+    @staticmethod
+    def _lease_from_row(row: Sequence[Any], owner_id: str, token: str) -> LeaseRow:
+        return LeaseRow(
+            instance_id=int(row[0]),
+            actor_type=row[1],
+            actor_id=row[2],
+            state=row[3],
+            state_version=int(row[4]),
+            state_revision=int(row[5]),
+            generation=int(row[6]),
+            token=token,
+            owner_id=owner_id,
+            has_stale_claim=bool(row[7]),
+        )
+
+    def stale_claim(self, cursor: Any, instance_id: int) -> tuple[int, int, int] | None:
+        """The claimed row a previous activation left: ``(message_id, attempts, max)``."""
+        cursor.execute(
+            f"SELECT c.message_id, m.attempt_count, m.max_attempts FROM {self.t_claimed} c "
+            f"JOIN {self.t_messages} m ON m.id = c.message_id WHERE c.instance_id = %s",
+            [instance_id],
+        )
+        row = cursor.fetchone()
+        return None if row is None else (int(row[0]), int(row[1]), int(row[2]))
+
+    def unclaim_to_ready(
+        self, cursor: Any, instance_id: int, message_id: int, delay_seconds: float = 0.0
+    ) -> None:
+        """Move a claimed message back to ready (crash recovery, retry, graceful release)."""
+        at_sql, at_params = self.now_plus(delay_seconds)
+        cursor.execute(
+            f"INSERT INTO {self.t_ready} (message_id, instance_id, sequence, available_at, "
+            f"created_at) SELECT id, instance_id, sequence, {at_sql}, {self.now} "
+            f"FROM {self.t_messages} WHERE id = %s",
+            [*at_params, message_id],
+        )
+        cursor.execute(
+            f"DELETE FROM {self.t_claimed} WHERE instance_id = %s AND message_id = %s",
+            [instance_id, message_id],
+        )
+
+    # -- turns -----------------------------------------------------------------------------
+    def claim_next(self, cursor: Any, lease: LeaseRow) -> MessageRow | None:
+        """Move the actor's lowest-sequence ready message to claimed, if it is due."""
+        cursor.execute(
+            f"SELECT message_id, CASE WHEN available_at <= {self.now} THEN 1 ELSE 0 END "
+            f"FROM {self.t_ready} WHERE instance_id = %s ORDER BY sequence LIMIT 1",
+            [lease.instance_id],
+        )
+        row = cursor.fetchone()
+        if row is None or not int(row[1]):
+            return None
+        message_id = int(row[0])
+        n = self.now
+        cursor.execute(f"DELETE FROM {self.t_ready} WHERE message_id = %s", [message_id])
+        cursor.execute(
+            f"INSERT INTO {self.t_claimed} (message_id, instance_id, process_id, "
+            "activation_token, activation_generation, claimed_at) "
+            f"VALUES (%s, %s, %s, %s, %s, {n})",
+            [message_id, lease.instance_id, lease.owner_id, lease.token, lease.generation],
+        )
+        cursor.execute(
+            f"UPDATE {self.t_messages} SET attempt_count = attempt_count + 1, "
+            f"started_at = {n}, updated_at = {n} WHERE id = %s",
+            [message_id],
+        )
+        cursor.execute(
+            f"SELECT {MESSAGE_COLUMNS} FROM {self.t_messages} WHERE id = %s", [message_id]
+        )
+        return self._message_from_row(cursor.fetchone())
+
+    def prefetch(
+        self, cursor: Any, instance_id: int, after_sequence: int, limit: int
+    ) -> list[MessageRow]:
+        """The next due ready messages after ``after_sequence``, in order, without moving them.
+
+        They are run in the same group as the claimed turn and committed with it.
+        """
+        if limit <= 0:
+            return []
+        columns = ", ".join(f"m.{c.strip()}" for c in MESSAGE_COLUMNS.split(","))
+        cursor.execute(
+            f"SELECT {columns}, r.available_at <= {self.now} FROM {self.t_ready} r "
+            f"JOIN {self.t_messages} m ON m.id = r.message_id "
+            "WHERE r.instance_id = %s AND r.sequence > %s ORDER BY r.sequence LIMIT %s",
+            [instance_id, after_sequence, limit],
+        )
+        rows: list[MessageRow] = []
+        for row in cursor.fetchall():
+            if not row[-1]:
+                break  # strict order: stop at the first message that is not due yet
+            rows.append(self._message_from_row(row))
+        return rows
+
+    @staticmethod
+    def _message_from_row(row: Sequence[Any]) -> MessageRow:
+        return MessageRow(
+            id=int(row[0]),
+            sequence=int(row[1]),
+            operation=row[2],
+            arguments=row[3],
+            delivery_mode=row[4],
+            attempt_count=int(row[5]),
+            max_attempts=int(row[6]),
+            request_id=row[7],
+            idempotency_key=row[8],
+        )
+
+    # -- the fenced commit -----------------------------------------------------------------
+    def fence(
+        self,
+        cursor: Any,
+        lease: LeaseRow,
+        *,
+        claimed_message_id: int | None,
+        state: str | None,
+        state_version: int,
+        state_revision: int,
+        release: bool,
+        lease_seconds: float,
+    ) -> bool:
+        """Check the lease and write state; delete the claimed row. ``False`` = fenced out.
+
+        One UPDATE checks owner, token, generation and the unexpired database-time lease
+        while taking the row lock; the claimed row must still be ours.
+        """
+        sets, params = self._fence_sets(
+            state, state_version, state_revision, release, lease_seconds
+        )
+        cursor.execute(
+            f"UPDATE {self.t_instances} SET {sets} WHERE id = %s AND activation_owner_id = %s "
+            "AND activation_token = %s AND activation_generation = %s "
+            f"AND activation_expires_at > {self.now}",
+            [*params, lease.instance_id, lease.owner_id, lease.token, lease.generation],
+        )
+        if cursor.rowcount != 1:
+            return False
+        if claimed_message_id is None:
+            return True
+        cursor.execute(
+            f"DELETE FROM {self.t_claimed} WHERE instance_id = %s AND message_id = %s "
+            "AND activation_token = %s",
+            [lease.instance_id, claimed_message_id, lease.token],
+        )
+        return cursor.rowcount == 1
+
+    def _fence_sets(
+        self,
+        state: str | None,
+        state_version: int,
+        state_revision: int,
+        release: bool,
+        lease_seconds: float,
+    ) -> tuple[str, list[Any]]:
+        n = self.now
+        sets = [f"last_used_at = {n}", f"updated_at = {n}"]
+        params: list[Any] = []
+        if state is not None:
+            sets.append(f"state = {self.json}")
+            params.append(state)
+            sets.append("state_version = %s")
+            params.append(state_version)
+            sets.append("state_revision = %s")
+            params.append(state_revision)
+        if release:
+            sets.append(
+                "activation_owner_id = NULL, activation_token = NULL, activation_expires_at = NULL"
+            )
+        else:
+            expires_sql, expires_params = self.now_plus(lease_seconds)
+            sets.append(f"activation_expires_at = {expires_sql}")
+            params.extend(expires_params)
+        return ", ".join(sets), params
+
+    def complete(self, cursor: Any, completions: Sequence[Completion]) -> None:
+        """Write results/rejections and completion times of a committed group of turns."""
+        if not completions:
+            return
+        n = self.now
+        ids = [c.message_id for c in completions]
+        result_case, result_params = self._case(
+            "result", [(c.message_id, c.result) for c in completions if c.result]
+        )
+        rejection_rows = [(c.message_id, c.rejection) for c in completions if c.rejection]
+        rejection_case, rejection_params = self._case("rejection", rejection_rows)
+        rejected_at = "rejected_at"
+        if rejection_rows:
+            marks = ", ".join(["%s"] * len(rejection_rows))
+            rejected_at = f"CASE WHEN id IN ({marks}) THEN {n} ELSE rejected_at END"
+        unclaimed = [c.message_id for c in completions if not c.claimed]
+        attempts = "attempt_count"
+        if unclaimed:
+            marks = ", ".join(["%s"] * len(unclaimed))
+            attempts = f"CASE WHEN id IN ({marks}) THEN attempt_count + 1 ELSE attempt_count END"
+        placeholders = ", ".join(["%s"] * len(ids))
+        cursor.execute(
+            f"UPDATE {self.t_messages} SET result = {result_case}, rejection = {rejection_case}, "
+            f"rejected_at = {rejected_at}, attempt_count = {attempts}, "
+            f"started_at = COALESCE(started_at, {n}), completed_at = {n}, updated_at = {n} "
+            f"WHERE id IN ({placeholders})",
+            [*result_params, *rejection_params, *[m for m, _ in rejection_rows], *unclaimed, *ids],
+        )
+        if unclaimed:
+            marks = ", ".join(["%s"] * len(unclaimed))
+            cursor.execute(f"DELETE FROM {self.t_ready} WHERE message_id IN ({marks})", unclaimed)
+
+    def _case(self, column: str, pairs: Sequence[tuple[int, str | None]]) -> tuple[str, list[Any]]:
+        if not pairs:
+            return column, []
+        whens = " ".join(f"WHEN %s THEN {self.json}" for _ in pairs)
+        params: list[Any] = []
+        for message_id, value in pairs:
+            params.extend([message_id, value])
+        return f"CASE id {whens} ELSE {column} END", params
+
+    def record_failure(
+        self,
+        cursor: Any,
+        *,
+        instance_id: int,
+        message_id: int,
+        claimed: bool,
+        error: str,
+        retry_seconds: float,
+    ) -> None:
+        """Store the error; the message becomes ready again after ``retry_seconds``."""
+        n = self.now
+        attempts = "attempt_count" if claimed else "attempt_count + 1"
+        cursor.execute(
+            f"UPDATE {self.t_messages} SET error = {self.json}, attempt_count = {attempts}, "
+            f"last_failed_at = {n}, started_at = COALESCE(started_at, {n}), updated_at = {n} "
+            "WHERE id = %s",
+            [error, message_id],
+        )
+        if claimed:
+            self.unclaim_to_ready(cursor, instance_id, message_id, retry_seconds)
+        else:
+            at_sql, at_params = self.now_plus(retry_seconds)
+            cursor.execute(
+                f"UPDATE {self.t_ready} SET available_at = {at_sql} WHERE message_id = %s",
+                [*at_params, message_id],
+            )
+
+    def dead_letter(
+        self,
+        cursor: Any,
+        *,
+        instance_id: int,
+        message_id: int,
+        claimed: bool,
+        error: str,
+        exception_class: str,
+        exception_message: str,
+        backtrace: str,
+    ) -> int:
+        """Record the final failure and move the message out of the mailbox for good."""
+        n = self.now
+        attempts = "attempt_count" if claimed else "attempt_count + 1"
+        cursor.execute(
+            f"UPDATE {self.t_messages} SET error = {self.json}, attempt_count = {attempts}, "
+            f"last_failed_at = {n}, started_at = COALESCE(started_at, {n}), updated_at = {n} "
+            "WHERE id = %s",
+            [error, message_id],
+        )
+        cursor.execute(
+            f"INSERT INTO {self.t_dead} (message_id, instance_id, actor_type, actor_id, "
+            "operation, arguments, attempts, exception_class, exception_message, backtrace, "
+            "first_failed_at, last_failed_at, created_at, updated_at) "
+            "SELECT id, instance_id, actor_type, actor_id, operation, arguments, "
+            "CASE WHEN attempt_count < 1 THEN 1 ELSE attempt_count END, "
+            f"%s, %s, {self.json}, "
+            f"COALESCE(started_at, {n}), {n}, {n}, {n} "
+            f"FROM {self.t_messages} WHERE id = %s",
+            [exception_class, exception_message, backtrace, message_id],
+        )
+        dead_id = self._last_id(cursor, self.t_dead, "message_id", message_id)
+        table = self.t_claimed if claimed else self.t_ready
+        cursor.execute(f"DELETE FROM {table} WHERE message_id = %s", [message_id])
+        return dead_id
+
+    def _last_id(self, cursor: Any, table: str, column: str, value: Any) -> int:
+        return int(cursor.lastrowid)
+
+    def release(self, cursor: Any, lease: LeaseRow) -> bool:
+        """Give the lease up (end of a pass, graceful stop). ``False`` if it was not ours."""
+        cursor.execute(
+            f"UPDATE {self.t_instances} SET activation_owner_id = NULL, activation_token = NULL, "
+            f"activation_expires_at = NULL, updated_at = {self.now} WHERE id = %s "
+            "AND activation_token = %s AND activation_generation = %s",
+            [lease.instance_id, lease.token, lease.generation],
+        )
+        return cursor.rowcount == 1
+
+    def renew(self, cursor: Any, lease: LeaseRow, lease_seconds: float) -> bool:
+        expires_sql, expires_params = self.now_plus(lease_seconds)
+        cursor.execute(
+            f"UPDATE {self.t_instances} SET activation_expires_at = {expires_sql} "
+            "WHERE id = %s AND activation_token = %s AND activation_generation = %s "
+            f"AND activation_expires_at > {self.now}",
+            [*expires_params, lease.instance_id, lease.token, lease.generation],
+        )
+        return cursor.rowcount == 1
+
+    def yield_head(self, cursor: Any, instance_id: int) -> None:
+        """Fairness: send the actor's ready head to the back of the poll order."""
+        cursor.execute(
+            f"UPDATE {self.t_ready} SET available_at = {self.now} WHERE instance_id = %s "
+            f"AND available_at < {self.now}",
+            [instance_id],
+        )
+
+    def delay_head(self, cursor: Any, instance_id: int, seconds: float) -> None:
+        at_sql, at_params = self.now_plus(seconds)
+        cursor.execute(
+            f"UPDATE {self.t_ready} SET available_at = {at_sql} WHERE instance_id = %s "
+            f"AND sequence = (SELECT s FROM (SELECT MIN(sequence) AS s FROM {self.t_ready} "
+            "WHERE instance_id = %s) AS head)",
+            [*at_params, instance_id, instance_id],
+        )
+
+    # -- reading a message's outcome -------------------------------------------------------
+    def message_outcome(self, cursor: Any, message_id: int) -> tuple[Any, ...] | None:
+        """``(completed_at, rejected_at, result, rejection, error, in_ready, in_claimed,
+        dead, attempt_count, sequence, instance_id, available_at_of_ready)``."""
+        cursor.execute(
+            "SELECT m.completed_at, m.rejected_at, m.result, m.rejection, m.error, "
+            f"(SELECT COUNT(*) FROM {self.t_ready} r WHERE r.message_id = m.id), "
+            f"(SELECT COUNT(*) FROM {self.t_claimed} c WHERE c.message_id = m.id), "
+            f"(SELECT COUNT(*) FROM {self.t_dead} d WHERE d.message_id = m.id), "
+            "m.attempt_count, m.sequence, m.instance_id "
+            f"FROM {self.t_messages} m WHERE m.id = %s",
+            [message_id],
+        )
+        return cursor.fetchone()

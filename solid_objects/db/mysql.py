@@ -1,0 +1,24 @@
+"""MySQL 8 and MariaDB 10.6+: the portable statements with the UTC database clock."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .base import Dialect
+
+
+class MySQLDialect(Dialect):
+    vendor = "mysql"
+    # Django stores naive UTC datetimes on MySQL; NOW() would use the session time zone.
+    now = "UTC_TIMESTAMP(6)"
+
+    def bound_lock_wait(self, cursor: Any, seconds: float) -> Any:
+        """Bound InnoDB row-lock waits (whole seconds, at least 1) for this session."""
+        cursor.execute("SELECT @@SESSION.innodb_lock_wait_timeout", [])
+        previous = cursor.fetchone()[0]
+        cursor.execute("SET SESSION innodb_lock_wait_timeout = %s", [max(1, int(seconds + 0.999))])
+        return previous
+
+    def unbound(self, cursor: Any, token: Any) -> None:
+        if token is not None:
+            cursor.execute("SET SESSION innodb_lock_wait_timeout = %s", [int(token)])

@@ -1,0 +1,235 @@
+"""PostgreSQL 14+: the protocol folded into few statements with CTEs and ``RETURNING``.
+
+``now()`` is the transaction's start time, so each transaction reads the clock once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from .base import MESSAGE_COLUMNS, Dialect, LeaseRow, MessageRow
+
+NOTIFY_CHANNEL = "solid_objects"
+
+
+class PostgreSQLDialect(Dialect):
+    vendor = "postgresql"
+    now = "now()"
+    json = "%s::jsonb"
+    supports_returning = True
+    #: Set by the wake-up module when LISTEN/NOTIFY is in use: enqueue then notifies.
+    notify = False
+
+    def now_plus(self, seconds: float) -> tuple[str, list[Any]]:
+        return "(now() + %s * interval '1 microsecond')", [int(seconds * 1_000_000)]
+
+    def bound_lock_wait(self, cursor: Any, seconds: float) -> Any:
+        milliseconds = f"{max(1, int(seconds * 1000))}ms"
+        cursor.execute(
+            "SELECT set_config('lock_timeout', %s, true), "
+            "set_config('statement_timeout', %s, true)",
+            [milliseconds, milliseconds],
+        )
+        return None  # SET LOCAL ends with the transaction
+
+    def allocate_sequence(
+        self, cursor: Any, actor_type: str, actor_id: str, state_version: int
+    ) -> tuple[int, int, int]:
+        t = self.t_instances
+        cursor.execute(
+            f"INSERT INTO {t} AS i (actor_type, actor_id, state, state_version, "
+            "next_message_sequence, activation_generation, state_revision, created_at, "
+            "updated_at) VALUES (%s, %s, '{}', %s, 2, 0, 0, now(), now()) "
+            "ON CONFLICT (actor_type, actor_id) DO UPDATE SET "
+            "next_message_sequence = i.next_message_sequence + 1 "
+            "RETURNING i.id, i.next_message_sequence - 1, i.state_revision",
+            [actor_type, actor_id, state_version],
+        )
+        instance_id, sequence, revision = cursor.fetchone()
+        return int(instance_id), int(sequence), int(revision)
+
+    def insert_message(
+        self,
+        cursor: Any,
+        *,
+        instance_id: int,
+        actor_type: str,
+        actor_id: str,
+        sequence: int,
+        operation: str,
+        delivery_mode: str,
+        arguments: str,
+        max_attempts: int,
+        request_id: str,
+        idempotency_key: str | None,
+        available_at: datetime | None,
+    ) -> int:
+        if available_at is None:
+            at_sql, at_params = "now()", []
+        else:
+            at_sql, at_params = "%s", [self.adapt_datetime(available_at)]
+        notify = ", pg_notify(%s, '')" if self.notify else ""
+        cursor.execute(
+            f"WITH m AS (INSERT INTO {self.t_messages} (instance_id, actor_type, actor_id, "
+            "operation, delivery_mode, arguments, sequence, attempt_count, max_attempts, "
+            "request_id, idempotency_key, enqueued_at, available_at, created_at, updated_at) "
+            "VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s, 0, %s, %s, %s, now(), "
+            f"{at_sql}, now(), now()) RETURNING id, available_at), "
+            f"r AS (INSERT INTO {self.t_ready} (message_id, instance_id, sequence, "
+            "available_at, created_at) SELECT id, %s, %s, available_at, now() FROM m) "
+            f"SELECT id{notify} FROM m",
+            [
+                instance_id,
+                actor_type,
+                actor_id,
+                operation,
+                delivery_mode,
+                arguments,
+                sequence,
+                max_attempts,
+                request_id,
+                idempotency_key,
+                *at_params,
+                instance_id,
+                sequence,
+                *([NOTIFY_CHANNEL] if self.notify else []),
+            ],
+        )
+        return int(cursor.fetchone()[0])
+
+    def acquire_lease(
+        self,
+        cursor: Any,
+        instance_ids: Sequence[int],
+        *,
+        owner_id: str,
+        token: str,
+        lease_seconds: float,
+        cached: dict[int, int] | None = None,
+        wait: bool = False,
+    ) -> LeaseRow | None:
+        if not instance_ids:
+            return None
+        t = self.t_instances
+        lock = "FOR UPDATE" if wait else "FOR UPDATE SKIP LOCKED"
+        state_sql, state_params = self.state_unless_cached("i", cached, instance_ids)
+        cursor.execute(
+            f"UPDATE {t} AS i SET activation_owner_id = %s, activation_token = %s, "
+            "activation_expires_at = now() + %s * interval '1 microsecond', "
+            "activation_generation = i.activation_generation + 1, "
+            "activated_at = now(), last_claimed_at = now(), updated_at = now() "
+            f"WHERE i.id = (SELECT id FROM {t} WHERE id = ANY(%s) AND paused_at IS NULL "
+            "AND (activation_token IS NULL OR activation_expires_at <= now()) "
+            f"LIMIT 1 {lock}) "
+            f"RETURNING i.id, i.actor_type, i.actor_id, {state_sql}, "
+            "i.state_version, i.state_revision, i.activation_generation, "
+            f"EXISTS (SELECT 1 FROM {self.t_claimed} c WHERE c.instance_id = i.id)",
+            [
+                owner_id,
+                token,
+                int(lease_seconds * 1_000_000),
+                list(instance_ids),
+                *state_params,
+            ],
+        )
+        row = cursor.fetchone()
+        return None if row is None else self._lease_from_row(row, owner_id, token)
+
+    def claim_next(self, cursor: Any, lease: LeaseRow) -> MessageRow | None:
+        columns = ", ".join(f"m.{c.strip()}" for c in MESSAGE_COLUMNS.split(","))
+        columns = columns.replace("m.arguments", "m.arguments::text")
+        cursor.execute(
+            f"WITH head AS (SELECT id FROM {self.t_ready} WHERE instance_id = %s "
+            "ORDER BY sequence LIMIT 1), "
+            f"moved AS (DELETE FROM {self.t_ready} r USING head WHERE r.id = head.id "
+            "AND r.available_at <= now() RETURNING r.message_id), "
+            f"claimed AS (INSERT INTO {self.t_claimed} (message_id, instance_id, process_id, "
+            "activation_token, activation_generation, claimed_at) "
+            "SELECT message_id, %s, %s, %s, %s, now() FROM moved RETURNING message_id) "
+            f"UPDATE {self.t_messages} m SET attempt_count = m.attempt_count + 1, "
+            "started_at = now(), updated_at = now() FROM claimed "
+            f"WHERE m.id = claimed.message_id RETURNING {columns}",
+            [lease.instance_id, lease.instance_id, lease.owner_id, lease.token, lease.generation],
+        )
+        row = cursor.fetchone()
+        return None if row is None else self._message_from_row(row)
+
+    def prefetch(
+        self, cursor: Any, instance_id: int, after_sequence: int, limit: int
+    ) -> list[MessageRow]:
+        if limit <= 0:
+            return []
+        columns = ", ".join(f"m.{c.strip()}" for c in MESSAGE_COLUMNS.split(","))
+        columns = columns.replace("m.arguments", "m.arguments::text")
+        cursor.execute(
+            f"SELECT {columns}, r.available_at <= now() FROM {self.t_ready} r "
+            f"JOIN {self.t_messages} m ON m.id = r.message_id "
+            "WHERE r.instance_id = %s AND r.sequence > %s ORDER BY r.sequence LIMIT %s",
+            [instance_id, after_sequence, limit],
+        )
+        rows: list[MessageRow] = []
+        for row in cursor.fetchall():
+            if not row[-1]:
+                break
+            rows.append(self._message_from_row(row))
+        return rows
+
+    def fence(
+        self,
+        cursor: Any,
+        lease: LeaseRow,
+        *,
+        claimed_message_id: int | None,
+        state: str | None,
+        state_version: int,
+        state_revision: int,
+        release: bool,
+        lease_seconds: float,
+    ) -> bool:
+        sets, params = self._fence_sets(
+            state, state_version, state_revision, release, lease_seconds
+        )
+        fence = (
+            f"UPDATE {self.t_instances} SET {sets} WHERE id = %s AND activation_owner_id = %s "
+            "AND activation_token = %s AND activation_generation = %s "
+            "AND activation_expires_at > now() RETURNING id"
+        )
+        fence_params = [*params, lease.instance_id, lease.owner_id, lease.token, lease.generation]
+        if claimed_message_id is None:
+            cursor.execute(f"WITH f AS ({fence}) SELECT COUNT(*), 1 FROM f", fence_params)
+        else:
+            cursor.execute(
+                f"WITH f AS ({fence}), u AS (DELETE FROM {self.t_claimed} c USING f "
+                "WHERE c.instance_id = f.id AND c.message_id = %s AND c.activation_token = %s "
+                "RETURNING c.message_id) SELECT (SELECT COUNT(*) FROM f), "
+                "(SELECT COUNT(*) FROM u)",
+                [*fence_params, claimed_message_id, lease.token],
+            )
+        fenced, unclaimed = cursor.fetchone()
+        return bool(fenced == 1 and unclaimed == 1)
+
+    def state_unless_cached(
+        self, alias: str, cached: dict[int, int] | None, instance_ids: Sequence[int]
+    ) -> tuple[str, list[Any]]:
+        sql, params = super().state_unless_cached(alias, cached, instance_ids)
+        return sql.replace(
+            f"{alias}.state END", f"{alias}.state::text END"
+        ) if params else f"{alias}.state::text", params
+
+    def _last_id(self, cursor: Any, table: str, column: str, value: Any) -> int:
+        cursor.execute(f"SELECT id FROM {table} WHERE {column} = %s", [value])
+        return int(cursor.fetchone()[0])
+
+    def find_message_by_key(
+        self, cursor: Any, actor_type: str, actor_id: str, idempotency_key: str
+    ) -> tuple[Any, ...] | None:
+        cursor.execute(
+            "SELECT m.id, m.request_id, m.sequence, m.operation, m.arguments::text, "
+            f"m.delivery_mode, m.instance_id FROM {self.t_messages} m JOIN {self.t_instances} i "
+            "ON i.id = m.instance_id "
+            "WHERE i.actor_type = %s AND i.actor_id = %s AND m.idempotency_key = %s",
+            [actor_type, actor_id, idempotency_key],
+        )
+        return cursor.fetchone()

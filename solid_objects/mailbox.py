@@ -1,0 +1,277 @@
+"""Enqueue: validate, then append one message to an actor's mailbox.
+
+Everything is checked before any SQL runs (operation, JSON, sizes, identifiers). The write
+is one short transaction, or a savepoint inside the caller's ``transaction.atomic()`` so the
+message commits or rolls back with the caller's own writes (a transactional outbox):
+
+1. an idempotency key is looked up first (a retried request costs one read);
+2. the instance row is created or locked and its next sequence taken, in one statement
+   where the database allows (``INSERT … ON CONFLICT DO UPDATE … RETURNING``);
+3. the history row and its ready membership are inserted (one statement on PostgreSQL).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from django.db import IntegrityError, OperationalError, connections, transaction
+
+from . import payloads, signals
+from .actor import ActorSpec
+from .conf import get_settings
+from .db.vendors import dialect_for
+from .errors import (
+    ActorCallCycle,
+    IdempotencyConflict,
+    InvalidPayload,
+    MailboxFull,
+    SyncTimeout,
+)
+from .limits import IDENTIFIER_LENGTH
+from .runtime.wakeup import notify_local
+from .write_guard import inside_turn
+
+if TYPE_CHECKING:
+    from .references import MessageReference
+
+DELIVERY_MODES = ("async", "sync", "internal")
+
+
+@dataclass(frozen=True, slots=True)
+class Enqueued:
+    message_id: int
+    request_id: str
+    sequence: int
+    instance_id: int
+    created: bool
+
+
+def validate_identifier(value: Any, what: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise InvalidPayload(f"{what} must be a non-empty string, got {value!r}")
+    if len(value) > IDENTIFIER_LENGTH:
+        raise InvalidPayload(f"{what} is longer than {IDENTIFIER_LENGTH} characters")
+    return value
+
+
+def enqueue(
+    spec: ActorSpec,
+    actor_id: str,
+    operation: str,
+    arguments: dict[str, Any],
+    *,
+    delivery_mode: str = "async",
+    idempotency_key: str | None = None,
+    available_at: datetime | None = None,
+    using: str | None = None,
+    lock_wait: float | None = None,
+    then: Callable[[Any, Enqueued], Any] | None = None,
+) -> MessageReference:
+    """Append a message; return its :class:`MessageReference` (the existing one for a key
+    already used with the same operation and arguments).
+
+    ``then(cursor, enqueued)`` runs inside the same transaction after the insert: a sync
+    caller claims the actor there, saving a commit.
+    """
+    from .references import MessageReference
+
+    settings = get_settings()
+    alias = using or settings.DATABASE
+    if inside_turn() and delivery_mode != "internal":
+        raise ActorCallCycle(
+            "actor code cannot call or enqueue to actors directly; use self.send_to(ref).op()"
+        )
+    validate_identifier(actor_id, "actor_id")
+    spec.operation(operation)
+    if idempotency_key is not None:
+        validate_identifier(idempotency_key, "idempotency_key")
+    if available_at is not None and (
+        not isinstance(available_at, datetime) or available_at.tzinfo is None
+    ):
+        raise InvalidPayload("available_at must be a timezone-aware datetime")
+    if delivery_mode not in DELIVERY_MODES:
+        raise InvalidPayload(f"delivery_mode must be one of {DELIVERY_MODES}")
+    arguments_json = payloads.encode(arguments, what="arguments", limit=settings.MAX_PAYLOAD_BYTES)
+
+    connection = connections[alias]
+    dialect = dialect_for(connection)
+    outer = connection.in_atomic_block
+    for attempt in range(5):
+        try:
+            enqueued = _write(
+                connection,
+                dialect,
+                spec,
+                actor_id,
+                operation,
+                arguments_json,
+                delivery_mode,
+                idempotency_key,
+                available_at,
+                settings,
+                lock_wait,
+                then,
+            )
+            break
+        except IntegrityError:
+            if idempotency_key is None:
+                raise
+            # A concurrent enqueue with the same key won: return its message.
+            with connection.cursor() as cursor:
+                existing = dialect.find_message_by_key(
+                    cursor, spec.actor_type, actor_id, idempotency_key
+                )
+            if existing is None:
+                raise
+            enqueued = _same_or_conflict(
+                existing, operation, arguments_json, delivery_mode, idempotency_key
+            )
+            break
+        except OperationalError as exc:
+            if lock_wait is not None and _is_timeout(exc):
+                raise SyncTimeout(
+                    f"{spec.actor_type}/{actor_id}: the instance row stayed locked longer "
+                    f"than the deadline; nothing was enqueued",
+                    message_reference=None,  # type: ignore[arg-type]
+                    actor_type=spec.actor_type,
+                    actor_id=actor_id,
+                    status="not enqueued",
+                    waiting_on="instance lock",
+                ) from exc
+            if outer or not _is_deadlock(exc) or attempt == 4:
+                raise
+            time.sleep(0.005 * (attempt + 1))
+    if enqueued.created:
+        transaction.on_commit(lambda: _enqueued(spec, actor_id, enqueued), using=alias)
+    return MessageReference(
+        id=enqueued.message_id,
+        request_id=enqueued.request_id,
+        sequence=enqueued.sequence,
+        actor_type=spec.actor_type,
+        actor_id=actor_id,
+        instance_id=enqueued.instance_id,
+        using=alias,
+    )
+
+
+def _write(
+    connection: Any,
+    dialect: Any,
+    spec: ActorSpec,
+    actor_id: str,
+    operation: str,
+    arguments_json: str,
+    delivery_mode: str,
+    idempotency_key: str | None,
+    available_at: datetime | None,
+    settings: Any,
+    lock_wait: float | None,
+    then: Callable[[Any, Enqueued], Any] | None = None,
+) -> Enqueued:
+    with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+        token = None
+        if lock_wait is not None:
+            token = dialect.bound_lock_wait(cursor, lock_wait)
+        try:
+            if idempotency_key is not None:
+                existing = dialect.find_message_by_key(
+                    cursor, spec.actor_type, actor_id, idempotency_key
+                )
+                if existing is not None:
+                    return _same_or_conflict(
+                        existing, operation, arguments_json, delivery_mode, idempotency_key
+                    )
+            instance_id, sequence, revision = dialect.allocate_sequence(
+                cursor, spec.actor_type, actor_id, spec.cls.state_version
+            )
+            cap = settings.MAX_MAILBOX_LENGTH
+            # Every message at or below state_revision has finished, so the mailbox holds at
+            # most sequence - revision messages: count only when that could reach the cap.
+            if sequence - revision > cap and dialect.mailbox_length(cursor, instance_id) >= cap:
+                raise MailboxFull(
+                    f"{spec.actor_type}/{actor_id} already has {cap} pending messages"
+                )
+            request_id = str(uuid.uuid4())
+            message_id = dialect.insert_message(
+                cursor,
+                instance_id=instance_id,
+                actor_type=spec.actor_type,
+                actor_id=actor_id,
+                sequence=sequence,
+                operation=operation,
+                delivery_mode=delivery_mode,
+                arguments=arguments_json,
+                max_attempts=settings.MAX_ATTEMPTS,
+                request_id=request_id,
+                idempotency_key=idempotency_key,
+                available_at=available_at,
+            )
+            enqueued = Enqueued(message_id, request_id, sequence, instance_id, True)
+            if then is not None:
+                then(cursor, enqueued)
+        finally:
+            if token is not None:
+                dialect.unbound(cursor, token)
+    return enqueued
+
+
+def _same_or_conflict(
+    existing: tuple[Any, ...],
+    operation: str,
+    arguments_json: str,
+    delivery_mode: str,
+    idempotency_key: str,
+) -> Enqueued:
+    message_id, request_id, sequence, stored_operation, stored_arguments, stored_mode = existing[:6]
+    differing = []
+    if stored_operation != operation:
+        differing.append("operation")
+    if payloads.decode(stored_arguments) != payloads.decode(arguments_json):
+        differing.append("arguments")
+    if stored_mode != delivery_mode:
+        differing.append("delivery_mode")
+    if differing:
+        raise IdempotencyConflict(
+            f"idempotency key {idempotency_key!r} was already used with a different "
+            f"{', '.join(differing)}",
+            fields=differing,
+        )
+    instance_id = existing[6] if len(existing) > 6 else 0
+    return Enqueued(int(message_id), request_id, int(sequence), int(instance_id), False)
+
+
+def _enqueued(spec: ActorSpec, actor_id: str, enqueued: Enqueued) -> None:
+    notify_local("work")
+    from .runtime.wakeup_transports import publish_work
+
+    publish_work()
+    signals.send(
+        signals.message_enqueued,
+        actor_type=spec.actor_type,
+        actor_id=actor_id,
+        message_id=enqueued.message_id,
+        sequence=enqueued.sequence,
+    )
+
+
+def _is_deadlock(exc: BaseException) -> bool:
+    code = getattr(exc, "args", [None])[0]
+    text = str(exc).lower()
+    return code in (1213, 1205) or "deadlock" in text or "database is locked" in text
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    code = getattr(exc, "args", [None])[0]
+    text = str(exc).lower()
+    return (
+        code in (1205, 1969, 3024)
+        or "lock timeout" in text
+        or "statement timeout" in text
+        or "canceling statement" in text
+        or "database is locked" in text
+    )

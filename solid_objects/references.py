@@ -1,0 +1,346 @@
+"""References: cheap handles to actors and to messages. No database access until used."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import connections, transaction
+
+from . import payloads
+from .actor import ActorSpec
+from .conf import get_settings
+from .db.vendors import dialect_for
+from .errors import MessageFailed, Rejected, SyncTimeout
+from .mailbox import enqueue, validate_identifier
+from .registry import get_spec
+
+STATUSES = ("ready", "claimed", "completed", "rejected", "dead", "unknown")
+
+
+def ref(actor_type: str, actor_id: str) -> ActorReference:
+    """``solid_objects.ref("shop.cart", "alice")``: resolves the type through the registry."""
+    return ActorReference(get_spec(actor_type), actor_id)
+
+
+class ActorReference:
+    """``Cart.ref("alice")``: call operations synchronously, enqueue them, snapshot, destroy."""
+
+    __slots__ = ("actor_id", "spec")
+
+    def __init__(self, spec: ActorSpec, actor_id: str) -> None:
+        self.spec = spec
+        self.actor_id = validate_identifier(actor_id, "actor_id")
+
+    @property
+    def actor_type(self) -> str:
+        return self.spec.actor_type
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return self.sync().__getattr__(name)
+
+    def sync(self, timeout: float | None = None, idempotency_key: str | None = None) -> _SyncCalls:
+        return _SyncCalls(self, timeout, idempotency_key)
+
+    def enqueue(
+        self, available_at: datetime | None = None, idempotency_key: str | None = None
+    ) -> _EnqueueCalls:
+        return _EnqueueCalls(self, available_at, idempotency_key)
+
+    def snapshot(self, using: str | None = None) -> Snapshot:
+        """The committed state (no message row; may race an in-flight turn)."""
+        alias = using or get_settings().DATABASE
+        connection = connections[alias]
+        dialect = dialect_for(connection)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT id, state, state_version, state_revision FROM {dialect.t_instances} "
+                "WHERE actor_type = %s AND actor_id = %s",
+                [self.actor_type, self.actor_id],
+            )
+            row = cursor.fetchone()
+        if row is None:
+            return Snapshot(
+                self.spec,
+                self.actor_id,
+                exists=False,
+                revision=0,
+                state={},
+                instance_id=None,
+                state_version=self.spec.cls.state_version,
+            )
+        state = payloads.decode(row[1]) or {}
+        version = int(row[2])
+        while version < self.spec.cls.state_version and version in self.spec.migrations:
+            state = self.spec.migrations[version](state)
+            version += 1
+        return Snapshot(
+            self.spec,
+            self.actor_id,
+            exists=True,
+            revision=int(row[3]),
+            state=state,
+            instance_id=int(row[0]),
+            state_version=version,
+        )
+
+    def destroy(self, using: str | None = None) -> bool:
+        """Lock and delete the instance; the database cascades everything it owns."""
+        alias = using or get_settings().DATABASE
+        connection = connections[alias]
+        dialect = dialect_for(connection)
+        with transaction.atomic(using=alias), connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT id FROM {dialect.t_instances} WHERE actor_type = %s AND actor_id = %s"
+                f"{dialect.for_update}",
+                [self.actor_type, self.actor_id],
+            )
+            row = cursor.fetchone()
+            if row is None:
+                return False
+            cursor.execute(f"DELETE FROM {dialect.t_instances} WHERE id = %s", [row[0]])
+            return True
+
+    def find_message(
+        self, idempotency_key: str, using: str | None = None
+    ) -> MessageReference | None:
+        alias = using or get_settings().DATABASE
+        connection = connections[alias]
+        with connection.cursor() as cursor:
+            row = dialect_for(connection).find_message_by_key(
+                cursor, self.actor_type, self.actor_id, idempotency_key
+            )
+        if row is None:
+            return None
+        return MessageReference(
+            id=int(row[0]),
+            request_id=row[1],
+            sequence=int(row[2]),
+            actor_type=self.actor_type,
+            actor_id=self.actor_id,
+            instance_id=int(row[6]),
+            using=alias,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, ActorReference)
+            and other.actor_type == self.actor_type
+            and other.actor_id == self.actor_id
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.actor_type, self.actor_id))
+
+    def __repr__(self) -> str:
+        return f"<ActorReference {self.actor_type}/{self.actor_id}>"
+
+
+class _SyncCalls:
+    __slots__ = ("_idempotency_key", "_ref", "_timeout")
+
+    def __init__(
+        self, reference: ActorReference, timeout: float | None, idempotency_key: str | None
+    ) -> None:
+        self._ref = reference
+        self._timeout = timeout
+        self._idempotency_key = idempotency_key
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        operation = self._ref.spec.operation(name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            from .sync import call_sync
+
+            return call_sync(
+                self._ref,
+                operation.name,
+                operation.bind(args, kwargs),
+                timeout=self._timeout,
+                idempotency_key=self._idempotency_key,
+            )
+
+        call.__name__ = name
+        return call
+
+
+class _EnqueueCalls:
+    __slots__ = ("_available_at", "_idempotency_key", "_ref")
+
+    def __init__(
+        self, reference: ActorReference, available_at: datetime | None, idempotency_key: str | None
+    ) -> None:
+        self._ref = reference
+        self._available_at = available_at
+        self._idempotency_key = idempotency_key
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        operation = self._ref.spec.operation(name)
+
+        def send(*args: Any, **kwargs: Any) -> MessageReference:
+            return enqueue(
+                self._ref.spec,
+                self._ref.actor_id,
+                operation.name,
+                operation.bind(args, kwargs),
+                delivery_mode="async",
+                idempotency_key=self._idempotency_key,
+                available_at=self._available_at,
+            )
+
+        send.__name__ = name
+        return send
+
+
+class Snapshot:
+    """Committed state read without a message; attributes fall back to their defaults."""
+
+    def __init__(
+        self,
+        spec: ActorSpec,
+        actor_id: str,
+        *,
+        exists: bool,
+        revision: int,
+        state: dict[str, Any],
+        instance_id: int | None,
+        state_version: int,
+    ) -> None:
+        self._spec = spec
+        self.actor_id = actor_id
+        self.exists = exists
+        self.revision = revision
+        self.state = state
+        self.instance_id = instance_id
+        self.state_version = state_version
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name in self.state:
+            return self.state[name]
+        attribute = self._spec.attributes.get(name)
+        if attribute is None:
+            raise AttributeError(f"{self._spec.actor_type} has no attribute {name!r}")
+        return attribute.initial()
+
+    def __repr__(self) -> str:
+        return (
+            f"<Snapshot {self._spec.actor_type}/{self.actor_id} exists={self.exists} "
+            f"revision={self.revision}>"
+        )
+
+
+@dataclass(frozen=True)
+class MessageOutcome:
+    status: str
+    result: Any = None
+    rejection: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    attempts: int = 0
+    sequence: int | None = None
+    completed_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class MessageReference:
+    """A durable message. Status comes from table membership; reads bypass any ORM cache."""
+
+    id: int
+    request_id: str
+    sequence: int
+    actor_type: str
+    actor_id: str
+    instance_id: int = 0
+    using: str = "default"
+
+    def outcome(self) -> MessageOutcome:
+        connection = connections[self.using]
+        with connection.cursor() as cursor:
+            row = dialect_for(connection).message_outcome(cursor, self.id)
+        if row is None:
+            return MessageOutcome(status="unknown", sequence=self.sequence)
+        (
+            completed_at,
+            rejected_at,
+            result,
+            rejection,
+            error,
+            in_ready,
+            in_claimed,
+            dead,
+            attempts,
+            sequence,
+            _instance_id,
+        ) = row
+        if in_claimed:
+            status = "claimed"
+        elif in_ready:
+            status = "ready"
+        elif dead:
+            status = "dead"
+        elif rejected_at is not None:
+            status = "rejected"
+        elif completed_at is not None:
+            status = "completed"
+        else:
+            status = "unknown"
+        from .db.base import as_datetime
+
+        return MessageOutcome(
+            status=status,
+            result=payloads.decode(result),
+            rejection=payloads.decode(rejection),
+            error=payloads.decode(error),
+            attempts=int(attempts),
+            sequence=int(sequence),
+            completed_at=as_datetime(completed_at),
+        )
+
+    def status(self) -> str:
+        return self.outcome().status
+
+    def result(self, timeout: float | None = None) -> Any:
+        """Wait for the outcome: the result, or raise :class:`Rejected` /
+        :class:`MessageFailed`; :class:`SyncTimeout` when ``timeout`` seconds pass first.
+
+        When no other process holds the actor, the caller runs it itself (caller-assisted),
+        exactly as a synchronous call does.
+        """
+        from .sync import wait_for
+
+        return wait_for(self, timeout)
+
+    def raise_or_return(self, outcome: MessageOutcome) -> Any:
+        if outcome.status == "completed":
+            return outcome.result
+        if outcome.status == "rejected":
+            rejection = outcome.rejection or {}
+            raise Rejected(
+                rejection.get("code", "rejected"),
+                rejection.get("message", ""),
+                rejection.get("details"),
+            )
+        if outcome.status == "dead":
+            error = outcome.error or {}
+            raise MessageFailed(
+                f"{self.actor_type}/{self.actor_id} message {self.id} failed: "
+                f"{error.get('class', 'error')}: {error.get('message', '')}",
+                error=error,
+                message_id=self.id,
+            )
+        raise SyncTimeout(
+            f"{self.actor_type}/{self.actor_id} message {self.id} is {outcome.status}",
+            message_reference=self,
+            actor_type=self.actor_type,
+            actor_id=self.actor_id,
+            status=outcome.status,
+            waiting_on="result",
+        )

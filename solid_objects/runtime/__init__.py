@@ -1,0 +1,1 @@
+"""Long-running roles: process registry, wake-ups, the actor worker."""

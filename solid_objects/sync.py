@@ -1,0 +1,183 @@
+"""Caller-assisted synchronous calls.
+
+The caller durably enqueues its message, then runs the actor itself through exactly the same
+lease / claim / fenced-commit path a worker uses, up to and including its own message (earlier
+messages run first). If another process holds the activation, it waits for the durable result
+(in-process wake-ups, bounded polling) and takes over when the lease frees up. A timeout
+never cancels the message: ``SyncTimeout.message_reference.result()`` recovers it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from django.db import connections
+
+from .activation import Activation, ActivationCache, Claim, acquire, activate, run_pass, take_lease
+from .conf import get_settings
+from .errors import (
+    ActorCallCycle,
+    LostActivation,
+    MessageFailed,
+    Rejected,
+    SyncInsideTransaction,
+    SyncTimeout,
+)
+from .mailbox import Enqueued, enqueue
+from .runtime.processes import callers
+from .runtime.wakeup import doorbell
+from .write_guard import inside_turn
+
+if TYPE_CHECKING:
+    from .references import ActorReference, MessageOutcome, MessageReference
+
+#: Activations this process's callers keep warm between calls.
+caller_cache = ActivationCache(max_entries=1000)
+
+_FIRST_WAIT = 0.002
+_MAX_WAIT = 0.1
+
+
+class _Pending:
+    """Marker: the caller could not finish the message itself this time."""
+
+
+_PENDING = _Pending()
+
+
+def call_sync(
+    reference: ActorReference,
+    operation: str,
+    arguments: dict[str, Any],
+    *,
+    timeout: float | None,
+    idempotency_key: str | None,
+    using: str | None = None,
+) -> Any:
+    settings = get_settings()
+    alias = using or settings.DATABASE
+    if inside_turn():
+        raise ActorCallCycle(
+            "actor code cannot make synchronous calls to actors; use self.send_to(ref).op()"
+        )
+    if connections[alias].in_atomic_block:
+        raise SyncInsideTransaction(
+            "a synchronous actor call cannot run inside transaction.atomic(): the caller must "
+            "commit the message and then run the actor. Use ref.enqueue(...) inside the "
+            "transaction, or mark the view with @transaction.non_atomic_requests"
+        )
+    timeout = settings.SYNC_TIMEOUT if timeout is None else float(timeout)
+    deadline = time.monotonic() + timeout
+    owner = callers.process_id(alias)
+    claims: list[Claim | None] = []
+
+    def claim_in_same_transaction(cursor: Any, enqueued: Enqueued) -> None:
+        claims.append(take_lease(cursor, alias, owner, [enqueued.instance_id], caller_cache))
+
+    message = enqueue(
+        reference.spec,
+        reference.actor_id,
+        operation,
+        arguments,
+        delivery_mode="sync",
+        idempotency_key=idempotency_key,
+        using=alias,
+        lock_wait=timeout,
+        then=claim_in_same_transaction,
+    )
+    claim = claims[0] if claims else None
+    if claim is not None:
+        done = _run(message, alias, deadline, activate(alias, claim, caller_cache))
+        if done is not _PENDING:
+            return done
+    return _drive(message, deadline, alias, assist=True)
+
+
+def wait_for(message: MessageReference, timeout: float | None) -> Any:
+    deadline = None if timeout is None else time.monotonic() + float(timeout)
+    assist = not inside_turn() and not connections[message.using].in_atomic_block
+    return _drive(message, deadline, message.using, assist=assist)
+
+
+def _drive(message: MessageReference, deadline: float | None, alias: str, *, assist: bool) -> Any:
+    bell = doorbell("result")
+    wait = _FIRST_WAIT
+    while True:
+        seen = bell.generation
+        if assist and message.instance_id:
+            done = _try_run(message, alias, deadline)
+            if done is not _PENDING:
+                return done
+        outcome = message.outcome()
+        if outcome.status in ("completed", "rejected", "dead"):
+            return message.raise_or_return(outcome)
+        remaining = None if deadline is None else deadline - time.monotonic()
+        if remaining is not None and remaining <= 0:
+            raise _timeout(message, outcome)
+        bell.wait(seen, wait if remaining is None else min(wait, remaining))
+        wait = min(wait * 2, _MAX_WAIT)
+
+
+def _try_run(message: MessageReference, alias: str, deadline: float | None) -> Any:
+    remaining = None if deadline is None else deadline - time.monotonic()
+    if remaining is not None and remaining <= 0:
+        return _PENDING
+    owner = callers.process_id(alias)
+    activation = acquire(alias, owner, [message.instance_id], caller_cache)
+    if activation is None:
+        return _PENDING
+    return _run(message, alias, deadline, activation)
+
+
+def _run(
+    message: MessageReference, alias: str, deadline: float | None, activation: Activation
+) -> Any:
+    remaining = None if deadline is None else max(deadline - time.monotonic(), 0.001)
+    try:
+        result = run_pass(
+            activation,
+            stop_after=message.id,
+            max_messages=1_000_000,
+            max_seconds=remaining if remaining is not None else 3600.0,
+            cache=caller_cache,
+        )
+    except LostActivation:
+        return _PENDING
+    outcome = result.outcomes.get(message.id)
+    if outcome is None:
+        return _PENDING
+    if outcome.kind == "completed":
+        return outcome.result
+    if outcome.kind == "rejected" and outcome.rejection is not None:
+        rejection = outcome.rejection
+        raise Rejected(rejection.code, rejection.message, rejection.details)
+    if outcome.kind == "dead":
+        error = outcome.error or {}
+        raise MessageFailed(
+            f"{message.actor_type}/{message.actor_id} message {message.id} failed: "
+            f"{error.get('class', 'error')}: {error.get('message', '')}",
+            error=error,
+            message_id=message.id,
+        ) from outcome.exception
+    return _PENDING  # failed, retry scheduled: wait for it (or time out)
+
+
+def _timeout(message: MessageReference, outcome: MessageOutcome) -> SyncTimeout:
+    if outcome.status == "claimed":
+        waiting_on = "another process holds the activation and runs this message"
+    elif outcome.status == "ready" and outcome.attempts:
+        waiting_on = f"a retry of this message (attempt {outcome.attempts} failed)"
+    elif outcome.status == "ready":
+        waiting_on = "earlier messages or another activation of this actor"
+    else:
+        waiting_on = outcome.status
+    return SyncTimeout(
+        f"{message.actor_type}/{message.actor_id}: message {message.id} (sequence "
+        f"{message.sequence}) is still {outcome.status}; waiting on {waiting_on}",
+        message_reference=message,
+        actor_type=message.actor_type,
+        actor_id=message.actor_id,
+        status=outcome.status,
+        waiting_on=waiting_on,
+    )

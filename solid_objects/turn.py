@@ -1,0 +1,346 @@
+"""Running one turn: a handler on in-memory state, outside any transaction.
+
+A turn never touches the database. It produces a :class:`TurnOutcome`: the result or the
+rejection or the error, plus what it staged (effects, actor messages, reminders, commit
+actions) for the fenced commit to write atomically with the state.
+"""
+
+from __future__ import annotations
+
+import traceback
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from . import payloads
+from .actor import Actor, ActorSpec
+from .conf import get_settings
+from .errors import (
+    ApplicationWriteForbidden,
+    InvalidPayload,
+    PayloadTooLarge,
+    Rejected,
+    SolidObjectsError,
+)
+from .write_guard import handler_code, write_was_attempted
+
+if TYPE_CHECKING:
+    from .db.base import MessageRow
+    from .references import ActorReference
+
+MAX_EXCEPTION_MESSAGE = 8 * 1024
+MAX_BACKTRACE_LINES = 50
+
+
+@dataclass(frozen=True, slots=True)
+class MessageContext:
+    """``self.message`` inside a handler."""
+
+    id: int
+    request_id: str
+    sequence: int
+    attempt: int
+    idempotency_key: str | None
+    delivery_mode: str
+    operation: str
+
+
+@dataclass(slots=True)
+class StagedEffect:
+    effect_id: str
+    name: str
+    arguments: str  # JSON
+    success_operation: str | None
+    failure_operation: str | None
+    available_at: datetime | None = None
+
+
+@dataclass(slots=True)
+class StagedReminder:
+    name: str
+    operation: str
+    arguments: str  # JSON
+    at: datetime | None
+    delay: float | None
+    interval_seconds: float | None
+    missed_policy: str
+    cancel: bool = False
+
+
+@dataclass(slots=True)
+class StagedCommitAction:
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass
+class Staged:
+    effects: list[StagedEffect] = field(default_factory=list)
+    reminders: list[StagedReminder] = field(default_factory=list)
+    commit_actions: list[StagedCommitAction] = field(default_factory=list)
+    replaced_reminders: list[str] = field(default_factory=list)  # filled by the commit
+
+    def __bool__(self) -> bool:
+        return bool(self.effects or self.reminders or self.commit_actions)
+
+
+class EffectHandle:
+    """Returned by ``self.emit``: the stable ``effect_id`` is the provider's idempotency key."""
+
+    def __init__(self, effect_id: str, name: str) -> None:
+        self.effect_id = effect_id
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"<EffectHandle {self.name} {self.effect_id}>"
+
+
+class _SendProxy:
+    def __init__(
+        self,
+        context: TurnContext,
+        ref: ActorReference,
+        available_at: Any,
+        idempotency_key: str | None,
+    ) -> None:
+        self._context = context
+        self._ref = ref
+        self._available_at = available_at
+        self._idempotency_key = idempotency_key
+
+    def __getattr__(self, operation: str) -> Any:
+        if operation.startswith("_"):
+            raise AttributeError(operation)
+        spec_operation = self._ref.spec.operation(operation)
+
+        def stage(*args: Any, **kwargs: Any) -> EffectHandle:
+            arguments = spec_operation.bind(args, kwargs)
+            body = {
+                "actor_type": self._ref.actor_type,
+                "actor_id": self._ref.actor_id,
+                "operation": operation,
+                "arguments": arguments,
+                "idempotency_key": self._idempotency_key,
+                "available_at": self._available_at.isoformat() if self._available_at else None,
+            }
+            return self._context._stage_effect("__actor_message__", body, None, None)
+
+        return stage
+
+
+class _ScheduleProxy:
+    def __init__(
+        self, context: TurnContext, at: Any, delay: Any, every: Any, missed: str, key: str | None
+    ) -> None:
+        if (at is None) == (delay is None):
+            raise ValueError("schedule() needs exactly one of at= or delay=")
+        if missed not in ("latest", "all"):
+            raise ValueError('missed must be "latest" or "all"')
+        if at is not None and (not isinstance(at, datetime) or at.tzinfo is None):
+            raise ValueError("schedule(at=...) needs a timezone-aware datetime")
+        self._context = context
+        self._at = at
+        self._delay = _seconds(delay) if delay is not None else None
+        self._every = _seconds(every) if every is not None else None
+        if self._every is not None and self._every <= 0:
+            raise ValueError("every= must be positive")
+        self._missed = missed
+        self._key = key
+
+    def __getattr__(self, operation: str) -> Any:
+        if operation.startswith("_"):
+            raise AttributeError(operation)
+        spec_operation = self._context.spec.operation(operation)
+
+        def stage(*args: Any, **kwargs: Any) -> None:
+            arguments = spec_operation.bind(args, kwargs)
+            name = operation if self._key is None else f"{operation}:{self._key}"
+            self._context.staged.reminders.append(
+                StagedReminder(
+                    name=name,
+                    operation=operation,
+                    arguments=payloads.encode(
+                        arguments, what="reminder arguments", limit=get_settings().MAX_PAYLOAD_BYTES
+                    ),
+                    at=self._at,
+                    delay=self._delay,
+                    interval_seconds=self._every,
+                    missed_policy=self._missed,
+                )
+            )
+
+        return stage
+
+
+def _seconds(value: Any) -> float:
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    raise ValueError(f"expected seconds or a timedelta, got {value!r}")
+
+
+class TurnContext:
+    """What handler code reaches through ``self``: message context and staging."""
+
+    def __init__(self, spec: ActorSpec, message: MessageContext) -> None:
+        self.spec = spec
+        self.message = message
+        self.staged = Staged()
+
+    def _stage_effect(
+        self, name: str, arguments: dict[str, Any], on_success: str | None, on_failure: str | None
+    ) -> EffectHandle:
+        effect_id = str(uuid.uuid4())
+        self.staged.effects.append(
+            StagedEffect(
+                effect_id=effect_id,
+                name=name,
+                arguments=payloads.encode(
+                    arguments, what="effect arguments", limit=get_settings().MAX_PAYLOAD_BYTES
+                ),
+                success_operation=on_success,
+                failure_operation=on_failure,
+            )
+        )
+        return EffectHandle(effect_id, name)
+
+    def emit(
+        self, name: str, on_success: str | None, on_failure: str | None, arguments: dict[str, Any]
+    ) -> EffectHandle:
+        for callback in (on_success, on_failure):
+            if callback is not None:
+                self.spec.operation(callback)
+        return self._stage_effect(name, arguments, on_success, on_failure)
+
+    def send_to(
+        self, ref: ActorReference, available_at: Any, idempotency_key: str | None
+    ) -> _SendProxy:
+        return _SendProxy(self, ref, available_at, idempotency_key)
+
+    def schedule(
+        self, at: Any, delay: Any, every: Any, missed: str, key: str | None
+    ) -> _ScheduleProxy:
+        return _ScheduleProxy(self, at, delay, every, missed, key)
+
+    def unschedule(self, op: Any, key: str | None) -> None:
+        operation = op if isinstance(op, str) else getattr(op, "__name__", str(op))
+        name = operation if key is None else f"{operation}:{key}"
+        self.staged.reminders.append(
+            StagedReminder(
+                name=name,
+                operation=operation,
+                arguments="{}",
+                at=None,
+                delay=None,
+                interval_seconds=None,
+                missed_policy="latest",
+                cancel=True,
+            )
+        )
+
+    def commit_action(self, name: str, arguments: dict[str, Any]) -> None:
+        from .registry import get_commit_action
+
+        if get_commit_action(name) is None:
+            raise LookupError(f"no commit action {name!r} is registered")
+        payloads.validate(arguments, what="commit action arguments")
+        self.staged.commit_actions.append(StagedCommitAction(name, arguments))
+
+
+@dataclass(slots=True)
+class TurnOutcome:
+    """What one turn produced. Exactly one of result/rejection/error is meaningful."""
+
+    message: MessageRow
+    kind: str  # "completed" | "rejected" | "failed"
+    result_json: str | None = None
+    result: Any = None
+    rejection: Rejected | None = None
+    error: dict[str, Any] | None = None
+    exception: BaseException | None = None
+    retryable: bool = True
+    staged: Staged | None = None
+    is_query: bool = False
+    duration: float = 0.0
+    broadcasts: dict[str, Any] | None = None  # observables this turn changed
+    retry_in: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.kind != "failed"
+
+
+def describe_exception(exc: BaseException) -> dict[str, Any]:
+    """``{class, message, backtrace}`` with the documented bounds."""
+    cls = type(exc)
+    lines = traceback.format_exception(cls, exc, exc.__traceback__)
+    backtrace = "".join(lines).splitlines()[-MAX_BACKTRACE_LINES:]
+    return {
+        "class": f"{cls.__module__}.{cls.__qualname__}"[:255],
+        "message": str(exc)[:MAX_EXCEPTION_MESSAGE],
+        "backtrace": backtrace,
+    }
+
+
+def run_turn(actor: Actor, spec: ActorSpec, message: MessageRow) -> TurnOutcome:
+    """Run one message's handler against ``actor`` (state is mutated in place)."""
+    import time
+
+    started = time.monotonic()
+    context = TurnContext(
+        spec,
+        MessageContext(
+            id=message.id,
+            request_id=message.request_id,
+            sequence=message.sequence,
+            attempt=message.attempt_count,
+            idempotency_key=message.idempotency_key,
+            delivery_mode=message.delivery_mode,
+            operation=message.operation,
+        ),
+    )
+    outcome = TurnOutcome(message=message, kind="completed", staged=context.staged)
+    try:
+        operation = spec.operation(message.operation)
+        outcome.is_query = operation.is_query
+        arguments = payloads.decode(message.arguments) or {}
+        actor._context = context
+        try:
+            with handler_code():
+                result = operation.function(actor, **arguments)
+        finally:
+            actor._context = None
+        if write_was_attempted():
+            raise ApplicationWriteForbidden("the handler tried to write to the database directly")
+        outcome.result = result
+        outcome.result_json = payloads.encode(
+            result, what="result", limit=get_settings().MAX_RESULT_BYTES
+        )
+    except Rejected as rejection:
+        outcome.kind = "rejected"
+        outcome.rejection = rejection
+        outcome.staged = None
+    except Exception as exc:
+        if isinstance(exc, ApplicationWriteForbidden) or write_was_attempted():
+            exc = (
+                exc
+                if isinstance(exc, ApplicationWriteForbidden)
+                else ApplicationWriteForbidden(str(exc))
+            )
+        outcome.kind = "failed"
+        outcome.exception = exc
+        outcome.error = describe_exception(exc)
+        outcome.retryable = _is_retryable(exc)
+        outcome.staged = None
+    outcome.duration = time.monotonic() - started
+    return outcome
+
+
+def _is_retryable(exc: BaseException) -> bool:
+    if isinstance(exc, InvalidPayload | PayloadTooLarge):
+        return False
+    if isinstance(exc, SolidObjectsError):
+        return exc.retryable
+    return bool(getattr(exc, "retryable", True))
