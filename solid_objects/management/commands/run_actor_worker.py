@@ -1,0 +1,29 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+
+class Command(BaseCommand):
+    help = "Run actor turns (and, with --all-roles, the effect, reminder and broadcast roles)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--threads", type=int, default=1, help="actor role threads (default 1)")
+        parser.add_argument(
+            "--all-roles",
+            action="store_true",
+            help="also run the effect, reminder and broadcast roles, periodic "
+            "cleanup and retention, under one supervisor",
+        )
+        parser.add_argument("--database", default=None, help="database alias")
+
+    def handle(
+        self, *args: Any, threads: int, all_roles: bool, database: str | None, **options: Any
+    ) -> None:
+        from solid_objects.runtime.launch import build_supervisor
+
+        supervisor = build_supervisor(actor_threads=threads, all_roles=all_roles, alias=database)
+        code = supervisor.run()
+        if code:
+            raise SystemExit(code)

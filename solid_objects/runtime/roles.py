@@ -1,0 +1,177 @@
+"""Roles: the loops a worker process runs (actor turns; effects, reminders and broadcasts
+join them as further roles). Each role thread polls adaptively: after work or a wake-up it
+waits ``POLLING_INTERVAL``; each empty poll doubles the wait up to ``IDLE_POLLING_INTERVAL``.
+A database error is logged, the thread's connection is closed and the loop backs off and
+resumes, so a database restart never kills the worker.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from django.db import DatabaseError, connections, transaction
+
+from ..activation import ActivationCache, acquire, run_pass
+from ..conf import get_settings
+from ..db.vendors import dialect_for
+from ..errors import LostActivation, StateMigrationError, UnknownActorType
+from .wakeup import doorbell
+
+if TYPE_CHECKING:
+    from .supervisor import Supervisor
+
+logger = logging.getLogger("solid_objects")
+
+#: How many due ready rows one scan looks at for candidate actors.
+CANDIDATE_WINDOW = 64
+#: How often a role looks for claims whose lease expired (seconds).
+STALE_SCAN_INTERVAL = 5.0
+
+
+class Role:
+    """One loop of work. Subclasses implement :meth:`run_once`."""
+
+    name = "role"
+    kind = "worker"  # the ``processes.kind`` its registry row carries
+    doorbell_kind = "work"
+
+    def __init__(self, supervisor: Supervisor, index: int = 0) -> None:
+        self.supervisor = supervisor
+        self.index = index
+        self.alias = supervisor.alias
+        self.process_id = ""
+        self.polls = 0  # statements issued by empty polls, for idle-cost measurements
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}-{self.index}"
+
+    def run_once(self) -> bool:
+        """Do one unit of work; ``True`` if there was work (poll again at once)."""
+        raise NotImplementedError
+
+    def on_stop(self) -> None:
+        """Called once in the role's thread after the loop ends."""
+
+    def loop(self) -> None:
+        settings = get_settings()
+        bell = doorbell(self.doorbell_kind)
+        stop = self.supervisor.stopping
+        interval = settings.POLLING_INTERVAL
+        backoff = settings.POLLING_INTERVAL
+        try:
+            while not stop.is_set():
+                seen = bell.generation
+                try:
+                    worked = self.run_once()
+                except DatabaseError as exc:
+                    logger.warning(
+                        "%s: database error, backing off %.1fs: %s", self.label, backoff, exc
+                    )
+                    _close_connection(self.alias)
+                    stop.wait(backoff)
+                    backoff = min(backoff * 2, 10.0)
+                    continue
+                backoff = settings.POLLING_INTERVAL
+                if worked:
+                    interval = settings.POLLING_INTERVAL
+                    continue
+                if bell.wait(seen, interval):
+                    interval = settings.POLLING_INTERVAL
+                else:
+                    interval = min(interval * 2, settings.IDLE_POLLING_INTERVAL)
+        finally:
+            try:
+                self.on_stop()
+            finally:
+                _close_connection(self.alias)
+
+
+def _close_connection(alias: str) -> None:
+    try:
+        connections[alias].close()
+    except Exception:
+        logger.debug("closing a broken connection failed", exc_info=True)
+
+
+class ActorRole(Role):
+    """Claims actors with due messages and drains them in activation passes."""
+
+    name = "actors"
+    kind = "worker"
+    doorbell_kind = "work"
+
+    def __init__(self, supervisor: Supervisor, index: int = 0) -> None:
+        super().__init__(supervisor, index)
+        self.cache: ActivationCache = supervisor.activation_cache
+        self._next_stale_scan = 0.0
+
+    def candidates(self) -> list[int]:
+        connection = connections[self.alias]
+        dialect = dialect_for(connection)
+        with connection.cursor() as cursor:
+            ids = dialect.due_instances(cursor, CANDIDATE_WINDOW)
+            now = time.monotonic()
+            if now >= self._next_stale_scan:
+                self._next_stale_scan = now + STALE_SCAN_INTERVAL
+                ids.extend(i for i in stale_claims(cursor, dialect) if i not in ids)
+        return ids
+
+    def run_once(self) -> bool:
+        ids = self.candidates()
+        if not ids:
+            return False
+        try:
+            activation = acquire(self.alias, self.process_id, ids, self.cache)
+        except (StateMigrationError, UnknownActorType) as exc:
+            logger.error("%s: %s", self.label, exc)
+            return True
+        if activation is None:
+            return False
+        self.supervisor.track(activation.lease)
+        try:
+            run_pass(activation, should_stop=self.supervisor.stopping.is_set, cache=self.cache)
+        except LostActivation as exc:
+            logger.warning("%s: %s", self.label, exc)
+        finally:
+            self.supervisor.untrack(activation.lease)
+        return True
+
+    def on_stop(self) -> None:
+        self.cache.clear()
+
+
+def stale_claims(cursor: Any, dialect: Any) -> list[int]:
+    """Instances whose claimed turn belongs to no live lease (expired, released or taken
+    over): the next lease on them recovers the claim (retry, or dead letter at the limit)."""
+    cursor.execute(
+        f"SELECT c.instance_id FROM {dialect.t_claimed} c JOIN {dialect.t_instances} i "
+        "ON i.id = c.instance_id WHERE i.activation_token IS NULL "
+        f"OR i.activation_expires_at <= {dialect.now} "
+        "OR i.activation_token <> c.activation_token LIMIT 100",
+        [],
+    )
+    return [int(row[0]) for row in cursor.fetchall()]
+
+
+def renew_leases(alias: str, leases: list[Any]) -> None:
+    """Extend the leases of turns still in flight (long handlers)."""
+    if not leases:
+        return
+    from .. import signals
+
+    connection = connections[alias]
+    dialect = dialect_for(connection)
+    seconds = get_settings().LEASE_DURATION
+    with transaction.atomic(using=alias), connection.cursor() as cursor:
+        for lease in leases:
+            if dialect.renew(cursor, lease, seconds):
+                signals.send(
+                    signals.activation_renewed,
+                    actor_type=lease.actor_type,
+                    actor_id=lease.actor_id,
+                    instance_id=lease.instance_id,
+                    generation=lease.generation,
+                )
