@@ -89,9 +89,10 @@ def autodiscover() -> None:
 
 
 def _register_defined_subclasses(base: type[Actor]) -> None:
-    """Register the concrete actors defined in ``actors`` modules (abstract ones opt out)."""
+    """Register the concrete actors defined in ``actors`` modules or packages (a class that
+    sets ``abstract = True`` in its own body opts out)."""
     for cls in base.__subclasses__():
-        in_actors_module = cls.__module__.rsplit(".", 1)[-1] == "actors"
+        in_actors_module = "actors" in cls.__module__.split(".")
         if in_actors_module and not cls.__dict__.get("abstract", False):
             register(cls)
         _register_defined_subclasses(cls)
