@@ -10,9 +10,10 @@ never cancels the message: ``SyncTimeout.message_reference.result()`` recovers i
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from django.db import connections
+from django.db import IntegrityError, connections
 
 from .activation import Activation, ActivationCache, Claim, acquire, activate, run_pass, take_lease
 from .conf import get_settings
@@ -25,12 +26,15 @@ from .errors import (
     SyncTimeout,
 )
 from .mailbox import Enqueued, enqueue
+from .runtime import processes
 from .runtime.processes import callers
 from .runtime.wakeup import doorbell
 from .write_guard import inside_turn
 
 if TYPE_CHECKING:
     from .references import ActorReference, MessageOutcome, MessageReference
+
+T = TypeVar("T")
 
 #: Activations this process's callers keep warm between calls.
 caller_cache = ActivationCache(max_entries=1000)
@@ -69,23 +73,25 @@ def call_sync(
         )
     timeout = settings.SYNC_TIMEOUT if timeout is None else float(timeout)
     deadline = time.monotonic() + timeout
-    owner = callers.process_id(alias)
     claims: list[Claim | None] = []
 
-    def claim_in_same_transaction(cursor: Any, enqueued: Enqueued) -> None:
-        claims.append(take_lease(cursor, alias, owner, [enqueued.instance_id], caller_cache))
+    def enqueue_and_claim(owner: str) -> MessageReference:
+        def claim_in_same_transaction(cursor: Any, enqueued: Enqueued) -> None:
+            claims.append(take_lease(cursor, alias, owner, [enqueued.instance_id], caller_cache))
 
-    message = enqueue(
-        reference.spec,
-        reference.actor_id,
-        operation,
-        arguments,
-        delivery_mode="sync",
-        idempotency_key=idempotency_key,
-        using=alias,
-        lock_wait=timeout,
-        then=claim_in_same_transaction,
-    )
+        return enqueue(
+            reference.spec,
+            reference.actor_id,
+            operation,
+            arguments,
+            delivery_mode="sync",
+            idempotency_key=idempotency_key,
+            using=alias,
+            lock_wait=timeout,
+            then=claim_in_same_transaction,
+        )
+
+    message = with_caller(alias, enqueue_and_claim)
     claim = claims[0] if claims else None
     if claim is not None:
         done = _run(message, alias, deadline, activate(alias, claim, caller_cache))
@@ -123,8 +129,9 @@ def _try_run(message: MessageReference, alias: str, deadline: float | None) -> A
     remaining = None if deadline is None else deadline - time.monotonic()
     if remaining is not None and remaining <= 0:
         return _PENDING
-    owner = callers.process_id(alias)
-    activation = acquire(alias, owner, [message.instance_id], caller_cache)
+    activation = with_caller(
+        alias, lambda owner: acquire(alias, owner, [message.instance_id], caller_cache)
+    )
     if activation is None:
         return _PENDING
     return _run(message, alias, deadline, activation)
@@ -161,6 +168,20 @@ def _run(
             message_id=message.id,
         ) from outcome.exception
     return _PENDING  # failed, retry scheduled: wait for it (or time out)
+
+
+def with_caller(alias: str, work: Callable[[str], T]) -> T:
+    """Run ``work(owner_id)`` as this process's caller; if the registry row it names was
+    deleted (pruned, or a test flushed the table) the foreign key refuses the lease: register
+    again and retry once."""
+    owner = callers.process_id(alias)
+    try:
+        return work(owner)
+    except IntegrityError:
+        if processes.heartbeat(owner, alias):
+            raise
+        callers.forget(alias)
+        return work(callers.process_id(alias))
 
 
 def _timeout(message: MessageReference, outcome: MessageOutcome) -> SyncTimeout:
