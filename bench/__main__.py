@@ -1,0 +1,163 @@
+"""``python -m bench``: measure the runtime and the journal against raw baselines.
+
+Runs against ``DATABASE_URL`` (SQLite by default), prints a table and writes
+``bench/results/<database>.json``. See ``docs/benchmarks.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument(
+        "--only",
+        default="",
+        help="comma-separated measures: "
+        "raw,enqueue,processing,sync,statements,wakeup,state,idle,journal",
+    )
+    parser.add_argument("--quick", action="store_true", help="small counts (a smoke run)")
+    parser.add_argument("--output", default=None, help="JSON path (default bench/results/)")
+    for name, default in (
+        ("hot-messages", 2000),
+        ("warm-actors", 200),
+        ("warm-rounds", 10),
+        ("cold-actors", 1000),
+        ("sync-samples", 200),
+        ("wakeup-samples", 30),
+        ("catch-up-entries", 100_000),
+        ("activity-writes", 2000),
+        ("bulk-rows", 20000),
+    ):
+        parser.add_argument(f"--{name}", type=int, default=default)
+    args = parser.parse_args(argv)
+
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connection
+
+    from bench.measures import MEASURES, RAW1, Params, Result
+
+    _ensure_database()
+    call_command("migrate", verbosity=0)
+    params = Params(
+        hot_messages=args.hot_messages,
+        warm_actors=args.warm_actors,
+        warm_rounds=args.warm_rounds,
+        cold_actors=args.cold_actors,
+        sync_samples=args.sync_samples,
+        wakeup_samples=args.wakeup_samples,
+        catch_up_entries=args.catch_up_entries,
+        activity_writes=args.activity_writes,
+        bulk_rows=args.bulk_rows,
+    )
+    if args.quick:
+        params = Params(
+            enqueue_count=200,
+            hot_messages=300,
+            warm_actors=50,
+            warm_rounds=4,
+            cold_actors=100,
+            sync_samples=50,
+            wakeup_samples=10,
+            big_state_messages=100,
+            activity_writes=300,
+            bulk_rows=2000,
+            catch_up_entries=5000,
+            raw_seconds=1.0,
+            idle_seconds=5.0,
+        )
+    selected = [name for name in args.only.split(",") if name] or list(MEASURES)
+    if "raw" not in selected:
+        selected.insert(0, "raw")
+    results: list[Result] = []
+    started = time.time()
+    for name in selected:
+        print(f"… {name}", file=sys.stderr, flush=True)
+        try:
+            results.extend(MEASURES[name](params))
+        except Exception as exc:
+            results.append(Result(f"{name} (failed)", float("nan"), "", note=repr(exc)[:200]))
+    baselines = {r.name: r.value for r in results if r.name.startswith("raw ")}
+    for result in results:
+        if result.baseline and result.baseline in baselines and baselines[result.baseline]:
+            result.ratio = result.value / baselines[result.baseline]
+    database = connection.vendor
+    version = _server_version()
+    _print_table(database, version, results)
+    output = Path(args.output) if args.output else ROOT / "bench" / "results" / f"{database}.json"
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(
+        json.dumps(
+            {
+                "database": database,
+                "server_version": version,
+                "python": platform.python_version(),
+                "django": django.get_version(),
+                "cpu_count": os.cpu_count(),
+                "quick": args.quick,
+                "seconds": round(time.time() - started, 1),
+                "reference_baseline": RAW1,
+                "results": [asdict(r) for r in results],
+            },
+            indent=2,
+            default=str,
+        )
+        + "\n"
+    )
+    print(f"\nwritten {output}")
+    return 0
+
+
+def _ensure_database() -> None:
+    """Create the PostgreSQL / MariaDB database named in DATABASE_URL when missing."""
+    from django.db import connection
+
+    if connection.vendor == "sqlite":
+        return
+    try:
+        connection.ensure_connection()
+    except Exception:
+        name = connection.settings_dict["NAME"]
+        creation = connection.creation
+        with creation._nodb_cursor() as cursor:
+            cursor.execute(f"CREATE DATABASE {connection.ops.quote_name(name)}")
+
+
+def _server_version() -> str:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute("SELECT sqlite_version()")
+        else:
+            cursor.execute("SELECT version()")
+        return str(cursor.fetchone()[0])[:80]
+
+
+def _print_table(database: str, version: str, results: list) -> None:
+    print(f"\n{database} ({version}), {os.cpu_count()} CPUs\n")
+    print(f"{'measure':<62} {'value':>12} {'unit':<14} {'ratio':>7}  note")
+    print("-" * 110)
+    for r in results:
+        ratio = f"{r.ratio:.0%}" if r.ratio is not None else ""
+        value = f"{r.value:,.1f}" if r.value == r.value else "n/a"
+        print(f"{r.name:<62} {value:>12} {r.unit:<14} {ratio:>7}  {r.note}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,51 @@
+"""Settings for ``python -m bench``: the database comes from ``DATABASE_URL``.
+
+The benchmark uses the named database itself (not a test copy): it migrates it and empties
+our tables between measurements. Default: ``bench/.bench.sqlite3``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent
+env = environ.Env()
+
+SECRET_KEY = "bench-not-secret"
+DEBUG = False
+USE_TZ = True
+TIME_ZONE = "UTC"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+INSTALLED_APPS = [
+    "django.contrib.contenttypes",
+    "django.contrib.auth",
+    "solid_objects",
+    "tilttek_activity",
+    "bench",
+]
+DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / '.bench.sqlite3'}")}
+_db = DATABASES["default"]
+if _db["ENGINE"].endswith("sqlite3"):
+    _db.setdefault("OPTIONS", {}).update(
+        {
+            "timeout": 30,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+    )
+elif _db["ENGINE"].endswith("mysql"):
+    _db.setdefault("OPTIONS", {}).update({"charset": "utf8mb4"})
+
+SOLID_OBJECTS = {"PROCESS_HEARTBEAT_INTERVAL": 2.0, "PROCESS_ALIVE_THRESHOLD": 10.0}
+SOLID_OBJECTS.update(json.loads(os.environ.get("BENCH_SOLID_OBJECTS", "{}")))
+TILTTEK_ACTIVITY: dict[str, object] = {}
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {"solid_objects": {"handlers": ["console"], "level": "ERROR"}},
+}
