@@ -166,11 +166,49 @@ def take_lease(
         return None
     if lease.has_stale_claim:
         _recover_stale_claim(cursor, dialect, lease)
-    first = dialect.claim_next(cursor, lease)
+    first = claim_runnable(cursor, dialect, lease)
     if first is None:
         dialect.release(cursor, lease)
         return None
     return Claim(lease, first)
+
+
+def claim_runnable(cursor: Any, dialect: Any, lease: LeaseRow) -> MessageRow | None:
+    """Claim the next message; one whose attempts were all used by processes that died
+    during its turn (the claim counts an attempt beyond ``max_attempts``) goes to its dead
+    letter instead of running again, and the next one is claimed."""
+    while True:
+        message = dialect.claim_next(cursor, lease)
+        if message is None or message.attempt_count <= message.max_attempts:
+            return message
+        attempts = message.attempt_count - 1
+        error = {
+            "class": "solid_objects.errors.LostActivation",
+            "message": f"the process running this turn stopped during each of its "
+            f"{attempts} attempts",
+            "backtrace": [],
+        }
+        cursor.execute(
+            f"UPDATE {dialect.t_messages} SET attempt_count = %s WHERE id = %s",
+            [attempts, message.id],
+        )
+        dialect.dead_letter(
+            cursor,
+            instance_id=lease.instance_id,
+            message_id=message.id,
+            claimed=True,
+            error=payloads.encode(error),
+            exception_class=error["class"],
+            exception_message=error["message"],
+            backtrace="[]",
+        )
+        signals.send(
+            signals.message_dead_lettered,
+            actor_type=lease.actor_type,
+            actor_id=lease.actor_id,
+            message_id=message.id,
+            attempt=attempts,
+        )
 
 
 def activate(alias: str, claim: Claim, cache: ActivationCache | None = None) -> Activation:
@@ -361,7 +399,7 @@ def run_pass(
     activation.first = None
     if first is None:
         with transaction.atomic(using=alias), connection.cursor() as cursor:
-            first = dialect.claim_next(cursor, lease)
+            first = claim_runnable(cursor, dialect, lease)
             if first is None:
                 dialect.release(cursor, lease)
         if first is None:
@@ -548,7 +586,7 @@ def _commit_group(
             _record_failure(cursor, dialect, activation, last, claimed=last is first)
         next_message = None
         if keep_going:
-            next_message = dialect.claim_next(cursor, lease)
+            next_message = claim_runnable(cursor, dialect, lease)
             if next_message is None:
                 dialect.release(cursor, lease)
         elif yield_head:

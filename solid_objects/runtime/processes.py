@@ -91,6 +91,14 @@ def release_owned(cursor: Any, dialect: Any, process_ids: list[str]) -> int:
         return 0
     marks = ", ".join(["%s"] * len(process_ids))
     n = dialect.now
+    # Leases first: this takes the instance row locks, so a fenced commit in flight either
+    # finishes before us (its claim is then gone) or fails its fence after us.
+    cursor.execute(
+        f"UPDATE {dialect.t_instances} SET activation_owner_id = NULL, activation_token = NULL, "
+        f"activation_expires_at = NULL, updated_at = {n} "
+        f"WHERE activation_owner_id IN ({marks})",
+        process_ids,
+    )
     cursor.execute(
         f"INSERT INTO {dialect.t_ready} (message_id, instance_id, sequence, available_at, "
         f"created_at) SELECT m.id, m.instance_id, m.sequence, {n}, {n} "
@@ -100,12 +108,6 @@ def release_owned(cursor: Any, dialect: Any, process_ids: list[str]) -> int:
     )
     released = cursor.rowcount
     cursor.execute(f"DELETE FROM {dialect.t_claimed} WHERE process_id IN ({marks})", process_ids)
-    cursor.execute(
-        f"UPDATE {dialect.t_instances} SET activation_owner_id = NULL, activation_token = NULL, "
-        f"activation_expires_at = NULL, updated_at = {n} "
-        f"WHERE activation_owner_id IN ({marks})",
-        process_ids,
-    )
     for table, pending in ((dialect.t_effects, "pending"), (dialect.t_broadcasts, "pending")):
         cursor.execute(
             f"UPDATE {table} SET status = %s, claimed_by = NULL, claimed_at = NULL, "
