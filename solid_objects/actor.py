@@ -202,6 +202,7 @@ class Actor:
     def emit(
         self,
         name: str,
+        /,
         on_success: str | None = None,
         on_failure: str | None = None,
         **arguments: Any,
@@ -226,7 +227,7 @@ class Actor:
     def unschedule(self, op: str | Callable[..., Any], key: str | None = None) -> None:
         self._require_context().unschedule(op, key)
 
-    def commit_action(self, name: str, **arguments: Any) -> None:
+    def commit_action(self, name: str, /, **arguments: Any) -> None:
         self._require_context().commit_action(name, arguments)
 
     # -- lifecycle hooks (deterministic, no I/O) -------------------------------------------

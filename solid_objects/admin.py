@@ -361,16 +361,14 @@ class EffectAdmin(ReadOnlyAdmin):
 
     @admin.action(description="Retry selected dead effects", permissions=["retry"])
     def retry_dead(self, request: HttpRequest, queryset: QuerySet[Effect]) -> None:
-        count = queryset.filter(status=Effect.Status.DEAD).update(
-            status=Effect.Status.PENDING,
-            attempt_count=0,
-            available_at=timezone.now(),
-            claimed_by=None,
-            claimed_at=None,
-            error=None,
-            updated_at=timezone.now(),
+        from .outbox.effects import retry_dead_effect
+
+        alias = get_settings().DATABASE
+        count = sum(
+            retry_dead_effect(effect_id, using=alias)
+            for effect_id in queryset.filter(status=Effect.Status.DEAD)
+            .values_list("effect_id", flat=True)
         )
-        notify_local("effect")
         self.message_user(request, f"Retrying {count} dead effect(s).", messages.SUCCESS)
 
 

@@ -11,7 +11,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from django.db import DatabaseError, connections, transaction
+from django.db import DatabaseError, InterfaceError, connections, transaction
 
 from ..activation import ActivationCache, acquire, run_pass
 from ..conf import get_settings
@@ -66,7 +66,7 @@ class Role:
                 seen = bell.generation
                 try:
                     worked = self.run_once()
-                except DatabaseError as exc:
+                except (DatabaseError, InterfaceError) as exc:
                     logger.warning(
                         "%s: database error, backing off %.1fs: %s", self.label, backoff, exc
                     )

@@ -1,0 +1,374 @@
+"""The effect outbox: run what committed turns emitted, at least once.
+
+Per effect:
+
+1. **Claim** (one short transaction, committed before anything runs): a due ``pending`` row
+   becomes ``processing`` under this process, its attempt counted (``SKIP LOCKED``).
+2. **Run** the handler registered with ``@solid_objects.effect(name)`` as
+   ``handler(arguments, context)`` outside any transaction. The supervisor's main thread
+   keeps heartbeating meanwhile, so a long handler is not taken for dead.
+3. **Record** (one short transaction, fenced on the claim): ``completed`` with the result
+   and, atomically, the ``on_success`` callback enqueued into the emitting actor; or
+   ``pending`` again after ``retry_delay(attempt)``; or ``dead`` after ``max_attempts`` (or
+   a non-retryable error) with the ``on_failure`` callback.
+
+A process that dies between 1 and 3 has its effects handed back to ``pending`` by
+dead-process cleanup; the next worker runs them again with the same ``effect_id``, which is
+why handlers pass it to providers as their idempotency key.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+from django.db import DatabaseError, InterfaceError, OperationalError, connections, transaction
+
+from .. import payloads, signals
+from ..conf import get_settings
+from ..db.vendors import dialect_for
+from ..errors import (
+    IdempotencyConflict,
+    InvalidPayload,
+    PayloadTooLarge,
+    SolidObjectsError,
+    UnknownOperation,
+)
+from ..mailbox import enqueue
+from ..registry import get_effect, get_spec
+from ..runtime.roles import Role
+from ..runtime.wakeup import notify_local
+from ..turn import describe_exception
+from . import actor_messages, queries
+from .queries import ACTOR_MESSAGE, EffectRow
+
+logger = logging.getLogger("solid_objects")
+
+COMPLETED, RETRIED, DEAD, LOST = "completed", "retried", "dead", "lost"
+#: Errors that say nothing about the effect (connection lost, deadlock, lock timeout): the
+#: outcome is kept and written again later instead of being recorded as a failure.
+TRANSIENT = (OperationalError, InterfaceError)
+
+
+class UnknownEffect(SolidObjectsError, LookupError):
+    """No handler is registered under the effect's name (not retried: the effect is dead)."""
+
+    retryable = False
+
+
+@dataclass(frozen=True, slots=True)
+class EffectContext:
+    """The second argument of an effect handler."""
+
+    effect_id: str  # stable across attempts: the provider's idempotency key
+    name: str
+    attempt: int
+    max_attempts: int
+    actor_type: str
+    actor_id: str
+    instance_id: int
+    message_id: int  # the turn that emitted the effect
+    using: str
+
+
+@dataclass(slots=True)
+class Attempt:
+    """What running one claimed effect produced, waiting to be recorded."""
+
+    row: EffectRow
+    ok: bool
+    result: Any = None
+    result_json: str | None = None
+    error: dict[str, Any] | None = None
+    retryable: bool = True
+    duration: float = 0.0
+
+
+# -- claiming ---------------------------------------------------------------------------------
+def claim_due(alias: str, process_id: str, limit: int = 1) -> list[EffectRow]:
+    """Claim up to ``limit`` due effects (a non-locking probe first: idle polls stay cheap
+    and never take SQLite's write lock)."""
+    connection = connections[alias]
+    dialect = dialect_for(connection)
+    with connection.cursor() as cursor:
+        if not queries.any_due(cursor, dialect):
+            return []
+    with transaction.atomic(using=alias), connection.cursor() as cursor:
+        return queries.claim(cursor, dialect, process_id, limit)
+
+
+# -- running ----------------------------------------------------------------------------------
+def execute(row: EffectRow, alias: str) -> Attempt:
+    """Run the effect's handler (outside any transaction). Actor messages have no handler:
+    they are delivered when the attempt is recorded."""
+    if row.name == ACTOR_MESSAGE:
+        return Attempt(row, ok=True)
+    started = time.monotonic()
+    handler = get_effect(row.name)
+    if handler is None:
+        error = describe_exception(UnknownEffect(f"no effect handler {row.name!r} is registered"))
+        return Attempt(row, ok=False, error=error, retryable=False)
+    context = EffectContext(
+        effect_id=row.effect_id,
+        name=row.name,
+        attempt=row.attempt,
+        max_attempts=row.max_attempts,
+        actor_type=row.actor_type,
+        actor_id=row.actor_id,
+        instance_id=row.instance_id,
+        message_id=row.message_id,
+        using=alias,
+    )
+    try:
+        result = handler(row.arguments, context)
+        result_json = payloads.encode(
+            result,
+            what="effect result",
+            limit=get_settings().MAX_RESULT_BYTES,
+            # One level less than the column allows: callbacks carry it inside their arguments.
+            max_depth=dialect_for(connections[alias]).json_max_depth - 1,
+        )
+    except Exception as exc:
+        return Attempt(
+            row,
+            ok=False,
+            error=describe_exception(exc),
+            retryable=_retryable(exc),
+            duration=time.monotonic() - started,
+        )
+    return Attempt(
+        row, ok=True, result=result, result_json=result_json, duration=time.monotonic() - started
+    )
+
+
+def _retryable(exc: BaseException) -> bool:
+    if isinstance(exc, InvalidPayload | PayloadTooLarge | IdempotencyConflict | UnknownOperation):
+        return False
+    return bool(getattr(exc, "retryable", True))
+
+
+# -- recording --------------------------------------------------------------------------------
+def record(alias: str, process_id: str, attempt: Attempt) -> str:
+    """Write the attempt's outcome under the claim fence; returns ``completed``,
+    ``retried``, ``dead`` or ``lost`` (the claim was taken away: nothing written).
+
+    A :data:`TRANSIENT` error (connection lost, deadlock) propagates and nothing is
+    written: the caller keeps the attempt and records it again later.
+    """
+    if attempt.ok:
+        try:
+            outcome = _record_success(alias, process_id, attempt)
+        except TRANSIENT:
+            raise
+        except (SolidObjectsError, DatabaseError) as exc:  # an actor message not deliverable
+            attempt = replace(
+                attempt, ok=False, error=describe_exception(exc), retryable=_retryable(exc)
+            )
+            outcome = _record_failure(alias, process_id, attempt)
+    else:
+        outcome = _record_failure(alias, process_id, attempt)
+    _announce(attempt, outcome)
+    return outcome
+
+
+def _record_success(alias: str, process_id: str, attempt: Attempt) -> str:
+    row = attempt.row
+    connection = connections[alias]
+    dialect = dialect_for(connection)
+    with transaction.atomic(using=alias), connection.cursor() as cursor:
+        if row.name == ACTOR_MESSAGE:
+            if not queries.finish(cursor, dialect, row, process_id, status="completed"):
+                return LOST
+            actor_messages.deliver(row, alias)  # a failure rolls the completion back
+            return COMPLETED
+        callback = row.success_operation
+        source = callback is not None and queries.lock_instance(cursor, dialect, row.instance_id)
+        if not queries.finish(
+            cursor, dialect, row, process_id, status="completed", result=attempt.result_json
+        ):
+            return LOST
+        if source and callback is not None:
+            failure = _callback(
+                alias,
+                row,
+                callback,
+                "success",
+                {"effect_id": row.effect_id, "arguments": row.arguments, "result": attempt.result},
+            )
+            if failure is not None:
+                note = {**describe_exception(failure), "callback": callback}
+                queries.note_error(cursor, dialect, row.id, payloads.encode(note))
+    return COMPLETED
+
+
+def _record_failure(alias: str, process_id: str, attempt: Attempt) -> str:
+    row = attempt.row
+    error = attempt.error or {}
+    error_json = payloads.encode(error, what="effect error")
+    connection = connections[alias]
+    dialect = dialect_for(connection)
+    dead = not attempt.retryable or row.attempt >= row.max_attempts
+    with transaction.atomic(using=alias), connection.cursor() as cursor:
+        if not dead:
+            delay = get_settings().retry_delay(row.attempt)
+            done = queries.reschedule(
+                cursor, dialect, row, process_id, error=error_json, delay=delay
+            )
+            return RETRIED if done else LOST
+        callback = row.failure_operation
+        source = callback is not None and queries.lock_instance(cursor, dialect, row.instance_id)
+        if not queries.finish(cursor, dialect, row, process_id, status="dead", error=error_json):
+            return LOST
+        if source and callback is not None:
+            _callback(
+                alias,
+                row,
+                callback,
+                "failure",
+                {
+                    "effect_id": row.effect_id,
+                    "arguments": row.arguments,
+                    "error": {"class": error.get("class"), "message": error.get("message")},
+                },
+            )
+    return DEAD
+
+
+def _callback(
+    alias: str, row: EffectRow, operation: str, kind: str, arguments: dict[str, Any]
+) -> Exception | None:
+    """Enqueue ``operation`` into the emitting actor (whose row the caller holds locked, so
+    the enqueue reaches this incarnation and can never create a new one). Errors other
+    than operational ones are returned: the effect's outcome still stands."""
+    try:
+        enqueue(
+            get_spec(row.actor_type),
+            row.actor_id,
+            operation,
+            arguments,
+            delivery_mode="internal",
+            idempotency_key=f"effect:{row.effect_id}:{kind}",
+            using=alias,
+        )
+    except TRANSIENT:
+        raise
+    except IdempotencyConflict as exc:
+        # A retried dead effect failed again: the actor was already told about a failure.
+        logger.info("effect %s: %s callback already enqueued (%s)", row.effect_id, kind, exc)
+        return None
+    except (SolidObjectsError, DatabaseError) as exc:
+        logger.error(
+            "effect %s: the %s callback %s.%s could not be enqueued: %s",
+            row.effect_id,
+            kind,
+            row.actor_type,
+            operation,
+            exc,
+        )
+        return exc
+    return None
+
+
+def _announce(attempt: Attempt, outcome: str) -> None:
+    row = attempt.row
+    payload = {
+        "effect_id": row.effect_id,
+        "name": row.name,
+        "actor_type": row.actor_type,
+        "actor_id": row.actor_id,
+        "attempt": row.attempt,
+        "duration": attempt.duration,
+    }
+    if outcome == COMPLETED:
+        signals.send(signals.effect_delivered, **payload)
+    elif outcome in (RETRIED, DEAD):
+        error = attempt.error or {}
+        signals.send(
+            signals.effect_failed,
+            dead=outcome == DEAD,
+            error_class=error.get("class", ""),
+            **payload,
+        )
+    else:
+        logger.info(
+            "effect %s: the claim was taken away (handed back, re-claimed or its actor "
+            "destroyed); this attempt's outcome was not recorded",
+            row.effect_id,
+        )
+
+
+# -- entry points ------------------------------------------------------------------------------
+def process(alias: str, process_id: str, row: EffectRow) -> str:
+    """Run and record one claimed effect."""
+    return record(alias, process_id, execute(row, alias))
+
+
+def run_pending_effects(using: str | None = None, *, limit: int = 1000) -> int:
+    """Deliver due effects in this process, one by one, until none is due (or ``limit``);
+    returns how many attempts ran. For tests, scripts and shells; workers use
+    :class:`EffectRole`."""
+    from ..runtime.processes import callers
+
+    alias = using or get_settings().DATABASE
+    process_id = callers.process_id(alias)
+    count = 0
+    while count < limit:
+        rows = claim_due(alias, process_id, 1)
+        if not rows:
+            break
+        for row in rows:
+            process(alias, process_id, row)
+            count += 1
+    return count
+
+
+def retry_dead_effect(effect_id: str, using: str | None = None) -> bool:
+    """Send a ``dead`` effect back to ``pending`` (attempts reset); ``False`` if there is no
+    dead effect with this ``effect_id``. Its ``on_success`` callback is enqueued if it now
+    succeeds; an ``on_failure`` callback is not repeated if it fails again."""
+    alias = using or get_settings().DATABASE
+    connection = connections[alias]
+    dialect = dialect_for(connection)
+    with transaction.atomic(using=alias), connection.cursor() as cursor:
+        retried = queries.retry_dead(cursor, dialect, str(effect_id))
+        if retried:
+            transaction.on_commit(lambda: notify_local("effect"), using=alias)
+    return retried
+
+
+class EffectRole(Role):
+    """Claims due effects one at a time, runs them and records their outcome."""
+
+    name = "effects"
+    kind = "effect"
+    doorbell_kind = "effect"
+    #: Effects claimed per poll. One keeps a slow handler from holding others back.
+    batch_size = 1
+
+    def __init__(self, supervisor: Any, index: int = 0) -> None:
+        super().__init__(supervisor, index)
+        self._unrecorded: list[Attempt] = []
+
+    def run_once(self) -> bool:
+        try:
+            return self._run_once()
+        except InterfaceError as exc:  # a dropped connection: back off like other DB errors
+            raise DatabaseError(str(exc)) from exc
+
+    def _run_once(self) -> bool:
+        # An outcome a database error kept us from writing: write it first (never run the
+        # handler again for it). A DatabaseError here backs the loop off and comes back.
+        while self._unrecorded:
+            record(self.alias, self.process_id, self._unrecorded[0])
+            self._unrecorded.pop(0)
+        rows = claim_due(self.alias, self.process_id, self.batch_size)
+        if not rows:
+            return False
+        for row in rows:
+            self._unrecorded.append(execute(row, self.alias))
+        while self._unrecorded:
+            record(self.alias, self.process_id, self._unrecorded[0])
+            self._unrecorded.pop(0)
+        return True
