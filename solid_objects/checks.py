@@ -1,1 +1,250 @@
-"""System checks for the ``SOLID_OBJECTS`` settings (filled in by the foundation work)."""
+"""System checks for the ``SOLID_OBJECTS`` settings dict (PRODUCT §A11).
+
+Every key is validated against the defaults of :mod:`solid_objects.conf` without touching the
+database, so ``manage.py check``, ``runserver``, ``migrate`` and the worker commands refuse
+to start on a bad value, with a message naming the setting. Identifiers (``docs/settings.md``):
+
+====================  ==========================================================
+``E001``              a duration is not a positive number of seconds (or timedelta)
+``E002``              a count or size is not a positive integer
+``E003``              a retention is not a positive timedelta or number of seconds
+``E004``              two related settings contradict each other
+``E005``              ``TABLE_PREFIX`` is not a usable table-name prefix
+``E006``              ``DATABASE`` is not an alias of ``settings.DATABASES``
+``E007``              ``WAKE_UP`` is not one of the choices
+``E008``              ``WAKE_UP`` needs something that is not configured
+``E009``              ``REDIS_URL`` is not a Redis URL
+``E010``              a policy is neither a callable nor the dotted path of one
+``E011``              ``SOLID_OBJECTS`` itself is not a dict
+``W001``              unknown key (probably a typo)
+``W002``              ``WARN_STATE_BYTES`` above ``MAX_STATE_BYTES`` (never warns)
+====================  ==========================================================
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from collections.abc import Callable, Iterator, Mapping
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.core.checks import CheckMessage, Error, register
+from django.core.checks import Warning as CheckWarning
+from django.db import connections
+from django.utils.module_loading import import_string
+
+from .conf import DEFAULTS, SECONDS, WAKE_UP_CHOICES
+
+TAG = "solid_objects"
+
+DURATIONS = frozenset(SECONDS)
+ZERO_ALLOWED = frozenset({"MAX_COMMIT_DELAY"})  # 0 = commit each turn without waiting
+COUNTS = frozenset(
+    {
+        "MAX_MESSAGES_PER_ACTIVATION_PASS",
+        "MAX_TURNS_PER_COMMIT",
+        "MAX_MAILBOX_LENGTH",
+        "MAX_ATTEMPTS",
+        "MAX_PAYLOAD_BYTES",
+        "MAX_RESULT_BYTES",
+        "MAX_STATE_BYTES",
+        "WARN_STATE_BYTES",
+        "PRUNE_BATCH_SIZE",
+    }
+)
+RETENTIONS = frozenset({"MESSAGE_RETENTION", "PROCESS_RETENTION"})
+POLICIES = frozenset({"RETRY_DELAY", "AUTHORIZE_SUBSCRIPTION"})
+# (smaller, larger, strictly): the first must stay below the second.
+RELATIONS = (
+    ("LEASE_RENEWAL_INTERVAL", "LEASE_DURATION", True),
+    ("POLLING_INTERVAL", "IDLE_POLLING_INTERVAL", False),
+    ("PROCESS_HEARTBEAT_INTERVAL", "PROCESS_ALIVE_THRESHOLD", True),
+)
+# The longest table name is <prefix>claimed_messages; PostgreSQL keeps 63 bytes, MySQL 64.
+LONGEST_TABLE_SUFFIX = len("claimed_messages")
+MAX_IDENTIFIER_LENGTH = 63
+TABLE_PREFIX_PATTERN = re.compile(r"(?:[a-z_][a-z0-9_]*)?")
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+def name(key: str) -> str:
+    return f'SOLID_OBJECTS["{key}"]'
+
+
+def _error(key: str, text: str, id_: str, value: Any = None, hint: str | None = None) -> Error:
+    return Error(f"{name(key)} {text}, got {value!r}.", hint=hint, id=f"solid_objects.{id_}")
+
+
+@register(TAG)
+def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """The registered check: every problem of ``settings.SOLID_OBJECTS``."""
+    raw = getattr(settings, "SOLID_OBJECTS", None)
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, Mapping):
+        return [
+            Error(
+                f"settings.SOLID_OBJECTS must be a dict, got {type(raw).__name__}.",
+                id="solid_objects.E011",
+            )
+        ]
+    values = {**DEFAULTS, **raw}
+    messages: list[CheckMessage] = list(_unknown_keys(raw))
+    for validate in VALIDATORS:
+        messages.extend(validate(values))
+    return messages
+
+
+def _unknown_keys(raw: Mapping[str, Any]) -> Iterator[CheckMessage]:
+    for key in raw:
+        if key in DEFAULTS:
+            continue
+        close = difflib.get_close_matches(str(key), DEFAULTS, n=1)
+        yield CheckWarning(
+            f"{name(key)} is not a solid_objects setting and is ignored.",
+            hint=f"Did you mean {name(close[0])}?" if close else "See docs/settings.md.",
+            id="solid_objects.W001",
+        )
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _seconds(value: Any) -> float | None:
+    """``value`` in seconds when it is a finite number or a timedelta, else ``None``."""
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    return float(value) if _is_number(value) else None
+
+
+def _durations(values: Mapping[str, Any]) -> Iterator[CheckMessage]:
+    for key in sorted(DURATIONS):
+        seconds = _seconds(values[key])
+        if key in ZERO_ALLOWED:
+            if seconds is None or seconds < 0:
+                yield _error(key, "must be a non-negative number (seconds)", "E001", values[key])
+        elif seconds is None or seconds <= 0:
+            yield _error(key, "must be a positive number (seconds)", "E001", values[key])
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _counts(values: Mapping[str, Any]) -> Iterator[CheckMessage]:
+    for key in sorted(COUNTS):
+        if not _is_count(values[key]):
+            yield _error(key, "must be a positive integer", "E002", values[key])
+
+
+def _retentions(values: Mapping[str, Any]) -> Iterator[CheckMessage]:
+    for key in sorted(RETENTIONS):
+        seconds = _seconds(values[key])
+        if seconds is None or seconds <= 0:
+            yield _error(
+                key, "must be a positive timedelta (or number of seconds)", "E003", values[key]
+            )
+
+
+def _relations(values: Mapping[str, Any]) -> Iterator[CheckMessage]:
+    for smaller, larger, strictly in RELATIONS:
+        low, high = _seconds(values[smaller]), _seconds(values[larger])
+        if low is None or high is None or low <= 0 or high <= 0:
+            continue  # already reported by _durations
+        if low > high or (strictly and low == high):
+            relation = "less than" if strictly else "at most"
+            yield Error(
+                f"{name(smaller)} ({values[smaller]!r}) must be {relation} "
+                f"{name(larger)} ({values[larger]!r}).",
+                id="solid_objects.E004",
+            )
+    warn, limit = values["WARN_STATE_BYTES"], values["MAX_STATE_BYTES"]
+    if _is_count(warn) and _is_count(limit) and warn > limit:
+        yield CheckWarning(
+            f"{name('WARN_STATE_BYTES')} ({warn}) is above {name('MAX_STATE_BYTES')} ({limit}): "
+            "the size warning can never fire.",
+            id="solid_objects.W002",
+        )
+
+
+def _table_prefix(values: Mapping[str, Any]) -> Iterator[CheckMessage]:
+    prefix = values["TABLE_PREFIX"]
+    if not isinstance(prefix, str) or not TABLE_PREFIX_PATTERN.fullmatch(prefix):
+        yield _error(
+            "TABLE_PREFIX",
+            "must be lowercase ASCII letters, digits and underscores, not starting with a digit",
+            "E005",
+            prefix,
+            hint="Table names must be valid, unquoted-safe identifiers on every database.",
+        )
+    elif len(prefix) + LONGEST_TABLE_SUFFIX > MAX_IDENTIFIER_LENGTH:
+        limit = MAX_IDENTIFIER_LENGTH - LONGEST_TABLE_SUFFIX
+        yield _error("TABLE_PREFIX", f"must be at most {limit} characters long", "E005", prefix)
+
+
+def _database(values: Mapping[str, Any]) -> Iterator[CheckMessage]:
+    alias = values["DATABASE"]
+    if not isinstance(alias, str) or alias not in settings.DATABASES:
+        aliases = ", ".join(repr(a) for a in settings.DATABASES)
+        yield _error(
+            "DATABASE", f"must be an alias of settings.DATABASES ({aliases})", "E006", alias
+        )
+
+
+def _wake_up(values: Mapping[str, Any]) -> Iterator[CheckMessage]:
+    mode = values["WAKE_UP"]
+    if not isinstance(mode, str) or mode not in WAKE_UP_CHOICES:
+        choices = ", ".join(repr(c) for c in WAKE_UP_CHOICES)
+        yield _error("WAKE_UP", f"must be one of {choices}", "E007", mode)
+    elif mode == "redis" and not values["REDIS_URL"]:
+        yield Error(
+            f'{name("WAKE_UP")} is "redis" but {name("REDIS_URL")} is not set.',
+            id="solid_objects.E008",
+        )
+    elif mode == "postgresql":
+        alias = values["DATABASE"]
+        if isinstance(alias, str) and alias in settings.DATABASES:
+            vendor = connections[alias].vendor  # no connection is opened
+            if vendor != "postgresql":
+                yield Error(
+                    f'{name("WAKE_UP")} is "postgresql" but database {alias!r} is {vendor}.',
+                    hint='Use "auto", which picks what the database supports.',
+                    id="solid_objects.E008",
+                )
+
+
+def _redis_url(values: Mapping[str, Any]) -> Iterator[CheckMessage]:
+    url = values["REDIS_URL"]
+    if url is not None and (not isinstance(url, str) or not url.startswith(REDIS_SCHEMES)):
+        schemes = ", ".join(REDIS_SCHEMES)
+        yield _error("REDIS_URL", f"must be None or a URL starting with {schemes}", "E009", url)
+
+
+def _policies(values: Mapping[str, Any]) -> Iterator[CheckMessage]:
+    for key in sorted(POLICIES):
+        value = values[key]
+        if isinstance(value, str):
+            try:
+                value = import_string(value)
+            except Exception as exc:  # ImportError, or an error raised by the module itself
+                yield _error(key, f"cannot be imported ({exc})", "E010", values[key])
+                continue
+        if not callable(value):
+            yield _error(key, "must be a callable or the dotted path of one", "E010", values[key])
+
+
+VALIDATORS: tuple[Callable[[Mapping[str, Any]], Iterator[CheckMessage]], ...] = (
+    _table_prefix,
+    _database,
+    _durations,
+    _counts,
+    _retentions,
+    _relations,
+    _wake_up,
+    _redis_url,
+    _policies,
+)

@@ -31,8 +31,13 @@ class Effect(models.Model):
     attempt_count = models.IntegerField(default=0, db_default=0)
     max_attempts = models.IntegerField()
     available_at = models.DateTimeField()
+    # Indexed by idx_so_effects_claimed_by (a named index has no PostgreSQL "_like" twin).
     claimed_by = foreign_key(
-        "solid_objects.Process", related_name="claimed_effects", null=True, db_column="claimed_by"
+        "solid_objects.Process",
+        related_name="claimed_effects",
+        null=True,
+        db_column="claimed_by",
+        db_index=False,
     )
     claimed_at = models.DateTimeField(null=True, blank=True)
     result = models.JSONField(null=True, blank=True)
@@ -46,6 +51,7 @@ class Effect(models.Model):
         indexes = [
             models.Index(fields=["status", "available_at", "id"], name="idx_so_effects_poll"),
             models.Index(fields=["completed_at", "id"], name="idx_so_effects_cleanup"),
+            models.Index(fields=["claimed_by"], name="idx_so_effects_claimed_by"),
         ]
         constraints = [
             models.UniqueConstraint(fields=["effect_id"], name="idx_so_effects_effect_id"),

@@ -32,8 +32,13 @@ class Reminder(models.Model):
         max_length=32, default=MissedPolicy.LATEST, db_default=MissedPolicy.LATEST
     )
     status = models.CharField(max_length=32, default=Status.SCHEDULED, db_default=Status.SCHEDULED)
+    # Indexed by idx_so_reminders_claimed_by (a named index has no PostgreSQL "_like" twin).
     claimed_by = foreign_key(
-        "solid_objects.Process", related_name="claimed_reminders", null=True, db_column="claimed_by"
+        "solid_objects.Process",
+        related_name="claimed_reminders",
+        null=True,
+        db_column="claimed_by",
+        db_index=False,
     )
     claimed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -43,6 +48,7 @@ class Reminder(models.Model):
         db_table = table("reminders")
         indexes = [
             models.Index(fields=["status", "next_run_at", "id"], name="idx_so_reminders_due"),
+            models.Index(fields=["claimed_by"], name="idx_so_reminders_claimed_by"),
         ]
         constraints = [
             models.UniqueConstraint(fields=["instance", "name"], name="idx_so_reminders_name"),

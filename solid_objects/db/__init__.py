@@ -1,0 +1,1 @@
+"""Database-specific pieces of ``solid_objects`` (DDL and vendor SQL)."""

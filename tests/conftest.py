@@ -1,0 +1,84 @@
+"""Fixtures shared by the whole suite. Keep this file generic and small: fixtures for one
+feature live next to its tests (``tests/<area>/conftest.py``).
+
+Model factories are in :mod:`tests.factories`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from django.db import connection, connections
+
+from solid_objects.conf import get_settings, table
+
+# db_vendor marker (run a test on some databases only; deselected, not skipped, elsewhere)
+# for plain `pytest` runs too; make/tox also pass `-p tests.plugins.fail_on_skip`.
+pytest_plugins = ["tests.plugins.fail_on_skip"]
+
+# Children before parents: no delete depends on a cascade or hits a RESTRICT rule.
+SOLID_OBJECTS_DELETE_ORDER = (
+    "claimed_messages",
+    "ready_messages",
+    "effects",
+    "broadcasts",
+    "dead_letters",
+    "reminders",
+    "messages",
+    "instances",
+    "processes",
+)
+
+
+@pytest.fixture
+def vendor() -> str:
+    """Django's vendor name of the default database: sqlite, postgresql or mysql."""
+    return connection.vendor
+
+
+@pytest.fixture
+def solid_settings(settings: Any) -> Callable[..., dict[str, Any]]:
+    """Override some ``SOLID_OBJECTS`` keys for one test, keeping the others::
+
+    def test_x(solid_settings):
+        solid_settings(MAX_ATTEMPTS=2)
+    """
+
+    def override(**values: Any) -> dict[str, Any]:
+        settings.SOLID_OBJECTS = {**getattr(settings, "SOLID_OBJECTS", {}), **values}
+        return settings.SOLID_OBJECTS
+
+    return override
+
+
+def empty_solid_objects_tables() -> None:
+    """Delete every ``solid_objects`` row with plain SQL, children first."""
+    database = connections[get_settings().DATABASE]
+    with database.cursor() as cursor:
+        for name in SOLID_OBJECTS_DELETE_ORDER:
+            cursor.execute(f"DELETE FROM {database.ops.quote_name(table(name))}")
+
+
+def _is_transactional(item: pytest.Item) -> bool:
+    marker = item.get_closest_marker("django_db")
+    if marker is not None and (marker.kwargs.get("transaction") or marker.args[:1] == (True,)):
+        return True
+    names = getattr(item, "fixturenames", ())
+    return "transactional_db" in names or "live_server" in names
+
+
+@pytest.fixture(autouse=True)
+def _empty_solid_objects_tables_before_flush(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Transactional tests end with Django's ``flush``. On SQLite it deletes table by table
+    in an arbitrary order with foreign keys enforced, so a process row still owning a lease
+    would be refused (RESTRICT). Emptying our tables first, in order, avoids that and does
+    not rely on cascades (SCHEMA.md). Requesting ``transactional_db`` here makes its flush
+    run after this teardown."""
+    if not _is_transactional(request.node):
+        yield
+        return
+    request.getfixturevalue("transactional_db")
+    yield
+    empty_solid_objects_tables()
