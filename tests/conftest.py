@@ -82,3 +82,16 @@ def _empty_solid_objects_tables_before_flush(request: pytest.FixtureRequest) -> 
     request.getfixturevalue("transactional_db")
     yield
     empty_solid_objects_tables()
+
+
+@pytest.fixture(autouse=True)
+def _forget_process_local_runtime_state() -> Iterator[None]:
+    """Each test starts without this process's cached caller registration and warm
+    activations: tables are emptied between tests, so both would point at deleted rows."""
+    from solid_objects.runtime.processes import callers
+    from solid_objects.sync import caller_cache
+
+    yield
+    caller_cache.clear()
+    for alias in connections:
+        callers.forget(alias)
