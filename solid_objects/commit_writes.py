@@ -38,9 +38,12 @@ def write_staged(
     lease = activation.lease
     if staged.effects:
         _insert_effects(cursor, dialect, lease.instance_id, outcome.message.id, staged.effects)
+        _hint(cursor, dialect, "effect")
     for reminder in staged.reminders:
         if _write_reminder(cursor, dialect, activation, reminder):
             staged.replaced_reminders.append(reminder.name)
+    if any(not reminder.cancel for reminder in staged.reminders):
+        _hint(cursor, dialect, "reminder")
     for action in staged.commit_actions:
         function = get_commit_action(action.name)
         if function is None:  # unregistered between staging and commit
@@ -55,6 +58,18 @@ def write_staged(
                 using=activation.alias,
             ),
         )
+
+
+def _hint(cursor: Any, dialect: Dialect, kind: str) -> None:
+    """Wake the effect or reminder role of other processes (PostgreSQL ``NOTIFY``, sent only
+    if this commit succeeds; identical notifications of one transaction are folded)."""
+    if dialect.vendor != "postgresql":
+        return
+    from .runtime.wakeup_transports import notify_enabled, notify_sql
+
+    if notify_enabled():
+        sql, params = notify_sql(kind)
+        cursor.execute(sql, params)
 
 
 def _insert_effects(

@@ -19,8 +19,21 @@ class PostgreSQLDialect(Dialect):
     now = "now()"
     json = "%s::jsonb"
     supports_returning = True
-    #: Set by the wake-up module when LISTEN/NOTIFY is in use: enqueue then notifies.
-    notify = False
+
+    @property
+    def notify(self) -> bool:
+        """Whether enqueue sends ``NOTIFY`` in its transaction: when the wake-up transport
+        is LISTEN/NOTIFY (``WAKE_UP`` "auto" or "postgresql"; see
+        :mod:`solid_objects.runtime.wakeup_transports`, which can also force it)."""
+        from ..runtime.wakeup_transports import notify_enabled
+
+        return notify_enabled()
+
+    @notify.setter
+    def notify(self, enabled: bool | None) -> None:
+        from ..runtime.wakeup_transports import set_notify
+
+        set_notify(enabled)
 
     def now_plus(self, seconds: float) -> tuple[str, list[Any]]:
         return "(now() + %s * interval '1 microsecond')", [int(seconds * 1_000_000)]
@@ -115,13 +128,21 @@ class PostgreSQLDialect(Dialect):
         t = self.t_instances
         lock = "FOR UPDATE" if wait else "FOR UPDATE SKIP LOCKED"
         state_sql, state_params = self.state_unless_cached("i", cached, instance_ids)
+        # The first free candidate in the given order (oldest work first), not the lowest
+        # id; LockRows sits above the sort, so only the row returned is locked.
+        order_sql, order_params = "", []
+        if len(instance_ids) > 1:
+            order_sql, order_params = (
+                " ORDER BY array_position(%s::bigint[], id)",
+                [list(instance_ids)],
+            )
         cursor.execute(
             f"UPDATE {t} AS i SET activation_owner_id = %s, activation_token = %s, "
             "activation_expires_at = now() + %s * interval '1 microsecond', "
             "activation_generation = i.activation_generation + 1, "
             "activated_at = now(), last_claimed_at = now(), updated_at = now() "
             f"WHERE i.id = (SELECT id FROM {t} WHERE id = ANY(%s) AND paused_at IS NULL "
-            "AND (activation_token IS NULL OR activation_expires_at <= now()) "
+            f"AND (activation_token IS NULL OR activation_expires_at <= now()){order_sql} "
             f"LIMIT 1 {lock}) "
             f"RETURNING i.id, i.actor_type, i.actor_id, {state_sql}, "
             "i.state_version, i.state_revision, i.activation_generation, "
@@ -131,6 +152,7 @@ class PostgreSQLDialect(Dialect):
                 token,
                 int(lease_seconds * 1_000_000),
                 list(instance_ids),
+                *order_params,
                 *state_params,
             ],
         )

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from ..conf import get_settings
 from .roles import ActorRole, Role
-from .supervisor import Supervisor
+from .supervisor import RETENTION_INTERVAL, Periodic, Supervisor
+
+#: Under ``--all-roles`` the first retention run comes this long after start (seconds), then
+#: every ``RETENTION_INTERVAL``: frequent restarts (deploys) still prune.
+RETENTION_FIRST_DELAY = 300.0
 
 
 def build_supervisor(
@@ -15,12 +19,32 @@ def build_supervisor(
         roles.append((ActorRole, actor_threads))
     if all_roles:
         roles.extend(extra_roles())
-    return Supervisor(roles=roles, alias=alias or get_settings().DATABASE)
+    supervisor = Supervisor(roles=roles, alias=alias or get_settings().DATABASE)
+    if all_roles:
+        supervisor.periodic.append(retention_task(supervisor))
+    return supervisor
+
+
+def retention_task(supervisor: Supervisor) -> Periodic:
+    """Hourly retention (``prune`` of every kind), ending early when the worker stops."""
+
+    def run() -> None:
+        from ..retention import prune
+
+        prune(supervisor.alias, should_stop=supervisor.stopping.is_set)
+
+    return Periodic(RETENTION_INTERVAL, run, name="retention", first_delay=RETENTION_FIRST_DELAY)
 
 
 def extra_roles() -> list[tuple[type[Role], int]]:
     """The effect, reminder and broadcast roles (registered by the outbox modules)."""
-    return list(_extra)
+    from ..outbox.broadcasts import BroadcastRole
+    from ..outbox.effects import EffectRole
+    from ..reminders import ReminderRole
+
+    builtin: list[tuple[type[Role], int]] = [(EffectRole, 1), (ReminderRole, 1), (BroadcastRole, 1)]
+    known = {role for role, _ in builtin}
+    return [*builtin, *(entry for entry in _extra if entry[0] not in known)]
 
 
 _extra: list[tuple[type[Role], int]] = []

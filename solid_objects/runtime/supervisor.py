@@ -1,9 +1,16 @@
 """The worker process: role threads under one supervisor.
 
-The main thread registers the process row(s), heartbeats, renews leases of long turns,
-cleans up dead processes, replaces role threads that crashed, and on SIGTERM/SIGINT stops
-claiming, lets the turns in flight finish and commit, releases leases, marks its rows
-stopped and returns 0. A second signal forces an immediate exit.
+The main thread starts the cross-process wake-up transport (PostgreSQL ``LISTEN`` or Redis,
+with a probe that falls back to polling), registers one process row per role kind,
+heartbeats them (a row found stopped by another process's dead-process cleanup is replaced
+by a fresh registration), renews leases of long turns, cleans up dead processes, runs
+periodic tasks (retention under ``--all-roles``) in their own threads so a long run never
+delays a heartbeat, and replaces role threads that crashed (at once, with a backoff for a
+role that keeps crashing).
+
+On SIGTERM/SIGINT it stops claiming, lets the turns in flight finish and commit, releases
+leases, marks its rows stopped, stops the transport and returns 0. A second signal forces an
+immediate exit.
 """
 
 from __future__ import annotations
@@ -21,7 +28,8 @@ from django.db import DatabaseError, connections
 
 from ..activation import ActivationCache
 from ..conf import get_settings
-from . import processes
+from ..db.vendors import dialect_for
+from . import processes, wakeup_transports
 from .roles import Role, renew_leases
 from .wakeup import KINDS, doorbell
 
@@ -31,6 +39,22 @@ logger = logging.getLogger("solid_objects")
 CLEANUP_INTERVAL = 60.0
 #: Retention cadence under ``--all-roles`` (seconds).
 RETENTION_INTERVAL = 3600.0
+#: A role that crashes again waits min(2 ** (restarts - 1), this) seconds before restarting.
+MAX_RESTART_DELAY = 30.0
+
+
+@dataclass
+class Periodic:
+    """A task the supervisor runs every ``interval`` seconds in a thread of its own (a run
+    still going when the next is due is not started twice). The first run comes after
+    ``first_delay`` (default: one interval)."""
+
+    interval: float
+    function: Callable[[], Any]
+    name: str = "periodic"
+    first_delay: float | None = None
+    next_run: float = 0.0
+    thread: threading.Thread | None = None
 
 
 @dataclass
@@ -40,6 +64,8 @@ class _Slot:
     role: Role | None = None
     thread: threading.Thread | None = None
     restarts: int = 0
+    restart_at: float = 0.0
+    started_at: float = 0.0
 
 
 @dataclass
@@ -48,8 +74,10 @@ class Supervisor:
 
     roles: Iterable[tuple[Callable[[Supervisor, int], Role], int]]
     alias: str = field(default_factory=lambda: get_settings().DATABASE)
-    periodic: list[tuple[float, Callable[[], Any]]] = field(default_factory=list)
+    periodic: list[Periodic | tuple[float, Callable[[], Any]]] = field(default_factory=list)
     install_signal_handlers: bool = True
+    #: Start the cross-process wake-up transport (tests of a single process may skip it).
+    wake_ups: bool = True
 
     def __post_init__(self) -> None:
         self.stopping = threading.Event()
@@ -57,11 +85,14 @@ class Supervisor:
         self._slots = [
             _Slot(factory, index) for factory, count in self.roles for index in range(count)
         ]
+        self._tasks: list[Periodic] = []
         self._leases: dict[int, Any] = {}
         self._leases_lock = threading.Lock()
         self._signals = 0
+        self._attention = threading.Event()  # a role thread ended: look at once
         self.process_ids: dict[str, str] = {}
         self.started = threading.Event()
+        self.transport: wakeup_transports.Transport | None = None
 
     # -- leases in flight --------------------------------------------------------------------
     def track(self, lease: Any) -> None:
@@ -80,6 +111,7 @@ class Supervisor:
             os._exit(1)
         logger.info("stop requested: finishing the turns in flight")
         self.stopping.set()
+        self._attention.set()
         for kind in KINDS:
             doorbell(kind).ring()
 
@@ -88,62 +120,106 @@ class Supervisor:
         if self.install_signal_handlers:
             signal.signal(signal.SIGTERM, self.request_stop)
             signal.signal(signal.SIGINT, self.request_stop)
-        kinds = sorted({slot.factory(self, slot.index).kind for slot in self._slots})
-        for kind in kinds:
-            self.process_ids[kind] = processes.register(
-                kind, self.alias, {"roles": len(self._slots)}
-            )
-        for slot in self._slots:
-            self._start(slot)
-        self.started.set()
-        next_heartbeat = next_renewal = 0.0
-        next_cleanup = time.monotonic() + min(CLEANUP_INTERVAL, settings.PROCESS_ALIVE_THRESHOLD)
-        next_periodic = [time.monotonic() + interval for interval, _ in self.periodic]
-        tick = min(settings.PROCESS_HEARTBEAT_INTERVAL, settings.LEASE_RENEWAL_INTERVAL, 1.0)
         try:
-            while not self.stopping.is_set():
-                now = time.monotonic()
-                try:
-                    if now >= next_heartbeat:
-                        for process_id in self.process_ids.values():
-                            processes.heartbeat(process_id, self.alias)
-                        next_heartbeat = now + settings.PROCESS_HEARTBEAT_INTERVAL
-                    if now >= next_renewal:
-                        with self._leases_lock:
-                            leases = list(self._leases.values())
-                        renew_leases(self.alias, leases)
-                        next_renewal = now + settings.LEASE_RENEWAL_INTERVAL
-                    if now >= next_cleanup:
-                        processes.cleanup_dead(self.alias)
-                        next_cleanup = now + min(CLEANUP_INTERVAL, settings.PROCESS_ALIVE_THRESHOLD)
-                    for position, (interval, task) in enumerate(self.periodic):
-                        if now >= next_periodic[position]:
-                            next_periodic[position] = now + interval
-                            task()
-                except DatabaseError as exc:
-                    logger.warning("supervisor: database error: %s", exc)
-                    connections[self.alias].close()
-                for slot in self._slots:
-                    if (
-                        slot.thread is not None
-                        and not slot.thread.is_alive()
-                        and not self.stopping.is_set()
-                    ):
-                        slot.restarts += 1
-                        logger.error(
-                            "role %s stopped unexpectedly; starting a replacement",
-                            slot.role.label if slot.role else slot.index,
-                        )
-                        self._start(slot)
-                self.stopping.wait(tick)
+            if self.wake_ups:
+                self.transport = wakeup_transports.start(self.alias)
+            kinds = sorted({slot.factory(self, slot.index).kind for slot in self._slots})
+            for kind in kinds:
+                self.process_ids[kind] = processes.register(
+                    kind, self.alias, {"roles": len(self._slots)}
+                )
+            for slot in self._slots:
+                self._start(slot)
+            self.started.set()
+            self._loop(settings)
         finally:
             self._shutdown(settings.SHUTDOWN_TIMEOUT)
         return 0
+
+    def _loop(self, settings: Any) -> None:
+        self._tasks = [
+            task if isinstance(task, Periodic) else Periodic(task[0], task[1])
+            for task in self.periodic
+        ]
+        next_heartbeat = next_renewal = 0.0
+        cleanup_every = min(CLEANUP_INTERVAL, settings.PROCESS_ALIVE_THRESHOLD)
+        next_cleanup = time.monotonic() + cleanup_every
+        for task in self._tasks:
+            delay = task.interval if task.first_delay is None else task.first_delay
+            task.next_run = time.monotonic() + delay
+        tick = min(settings.PROCESS_HEARTBEAT_INTERVAL, settings.LEASE_RENEWAL_INTERVAL, 1.0)
+        while not self.stopping.is_set():
+            now = time.monotonic()
+            try:
+                if now >= next_heartbeat:
+                    self._heartbeat()
+                    next_heartbeat = now + settings.PROCESS_HEARTBEAT_INTERVAL
+                if now >= next_renewal:
+                    with self._leases_lock:
+                        leases = list(self._leases.values())
+                    renew_leases(self.alias, leases)
+                    next_renewal = now + settings.LEASE_RENEWAL_INTERVAL
+                if now >= next_cleanup:
+                    processes.cleanup_dead(self.alias)
+                    next_cleanup = now + cleanup_every
+            except DatabaseError as exc:
+                logger.warning("supervisor: database error: %s", exc)
+                connections[self.alias].close()
+            for task in self._tasks:
+                if now >= task.next_run:
+                    task.next_run = now + task.interval
+                    self._run_periodic(task)
+            self._replace_crashed(now)
+            self._attention.wait(tick)
+            self._attention.clear()
+
+    def _heartbeat(self) -> None:
+        alive = heartbeat_all(self.alias, list(self.process_ids.values()))
+        for kind, process_id in list(self.process_ids.items()):
+            if process_id in alive:
+                continue
+            # Another process's cleanup took us for dead (a long pause): it released what we
+            # held. Carry on under a fresh registration.
+            replacement = processes.register(kind, self.alias, {"roles": len(self._slots)})
+            logger.warning(
+                "process row %s (%s) was marked stopped by dead-process cleanup; continuing as %s",
+                process_id,
+                kind,
+                replacement,
+            )
+            self.process_ids[kind] = replacement
+            for slot in self._slots:
+                if slot.role is not None and slot.role.kind == kind:
+                    slot.role.process_id = replacement
+
+    def _replace_crashed(self, now: float) -> None:
+        for slot in self._slots:
+            if slot.thread is None or slot.thread.is_alive() or self.stopping.is_set():
+                continue
+            if slot.restart_at == 0.0:
+                if now - slot.started_at > 2 * MAX_RESTART_DELAY:
+                    slot.restarts = 0  # it had been running fine: not a crash loop
+                slot.restarts += 1
+                delay = (
+                    0.0
+                    if slot.restarts == 1
+                    else min(2.0 ** (slot.restarts - 2), MAX_RESTART_DELAY)
+                )
+                slot.restart_at = now + delay
+                logger.error(
+                    "role %s stopped unexpectedly; starting a replacement in %.0fs",
+                    slot.role.label if slot.role else slot.index,
+                    delay,
+                )
+            if now >= slot.restart_at:
+                slot.restart_at = 0.0
+                self._start(slot)
 
     def _start(self, slot: _Slot) -> None:
         role = slot.factory(self, slot.index)
         role.process_id = self.process_ids[role.kind]
         slot.role = role
+        slot.started_at = time.monotonic()
         slot.thread = threading.Thread(
             target=self._run_role, args=(role,), name=f"solid-objects-{role.label}", daemon=True
         )
@@ -152,24 +228,70 @@ class Supervisor:
     def _run_role(self, role: Role) -> None:
         try:
             role.loop()
-        except Exception:
+        except Exception:  # the thread ends here; the main loop starts a replacement
             logger.exception("role %s crashed", role.label)
-            raise
+        finally:
+            self._attention.set()
+
+    def _run_periodic(self, task: Periodic) -> None:
+        if task.thread is not None and task.thread.is_alive():
+            logger.info("periodic task %s is still running; skipping this round", task.name)
+            return
+
+        def run() -> None:
+            try:
+                task.function()
+            except Exception:
+                logger.exception("periodic task %s failed", task.name)
+            finally:
+                connections[self.alias].close()
+
+        task.thread = threading.Thread(target=run, name=f"solid-objects-{task.name}", daemon=True)
+        task.thread.start()
 
     def _shutdown(self, timeout: float) -> None:
         self.stopping.set()
         for kind in KINDS:
             doorbell(kind).ring()
         deadline = time.monotonic() + timeout
-        for slot in self._slots:
-            if slot.thread is not None:
-                slot.thread.join(max(0.0, deadline - time.monotonic()))
+        threads = [slot.thread for slot in self._slots] + [task.thread for task in self._tasks]
+        for thread in threads:
+            if thread is not None:
+                thread.join(max(0.0, deadline - time.monotonic()))
         for process_id in self.process_ids.values():
             try:
                 processes.deregister(process_id, self.alias)
             except DatabaseError:
                 logger.exception("could not mark process %s stopped", process_id)
+        if self.transport is not None:
+            self.transport.stop()
+            self.transport = None
         connections[self.alias].close()
 
     def slots(self) -> list[_Slot]:
         return list(self._slots)
+
+
+def heartbeat_all(alias: str, process_ids: list[str]) -> set[str]:
+    """Refresh the heartbeat of every row in one statement; return the ids still running
+    (a second statement only when some row was found stopped)."""
+    if not process_ids:
+        return set()
+    connection = connections[alias]
+    dialect = dialect_for(connection)
+    n = dialect.now
+    marks = ", ".join(["%s"] * len(process_ids))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {dialect.t_processes} SET last_heartbeat_at = {n}, updated_at = {n} "
+            f"WHERE id IN ({marks}) AND shutdown_state <> 'stopped'",
+            process_ids,
+        )
+        if cursor.rowcount == len(process_ids):
+            return set(process_ids)
+        cursor.execute(
+            f"SELECT id FROM {dialect.t_processes} WHERE id IN ({marks}) "
+            "AND shutdown_state <> 'stopped'",
+            process_ids,
+        )
+        return {row[0] for row in cursor.fetchall()}

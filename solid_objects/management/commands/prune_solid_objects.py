@@ -1,0 +1,81 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+
+class Command(BaseCommand):
+    help = (
+        "Retention: delete old completed messages, idle instances of types with "
+        "instance_retention, and old stopped processes. Previews counts unless --execute."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--messages", action="store_true", help="prune messages")
+        parser.add_argument("--instances", action="store_true", help="prune instances")
+        parser.add_argument("--processes", action="store_true", help="prune processes")
+        parser.add_argument(
+            "--execute", action="store_true", help="delete (default: only count what would go)"
+        )
+        parser.add_argument("--batch-size", type=int, default=None, help="rows per transaction")
+        parser.add_argument("--database", default=None, help="database alias")
+
+    def handle(
+        self,
+        *args: Any,
+        messages: bool,
+        instances: bool,
+        processes: bool,
+        execute: bool,
+        batch_size: int | None,
+        database: str | None,
+        **options: Any,
+    ) -> None:
+        from solid_objects import retention
+
+        if not (messages or instances or processes):
+            messages = instances = processes = True  # no selection: everything
+        kinds = {"messages": messages, "instances": instances, "processes": processes}
+        counts = retention.preview(database, **kinds)
+        found = counts.as_dict()
+        if not execute:
+            for kind, selected in kinds.items():
+                if selected:
+                    self.stdout.write(f"{kind}: {found[kind]} would be deleted")
+                    if kind == "instances":
+                        for actor_type, count in sorted(counts.instances_by_type.items()):
+                            self.stdout.write(f"  {actor_type}: {count}")
+            self.stdout.write("preview only: run again with --execute to delete")
+            return
+        deleted = self._prune(retention, database, kinds, found, batch_size)
+        for kind, selected in kinds.items():
+            if selected:
+                self.stdout.write(f"{kind}: {getattr(deleted, kind)} deleted")
+
+    def _prune(
+        self,
+        retention: Any,
+        database: str | None,
+        kinds: dict[str, bool],
+        found: dict[str, Any],
+        batch_size: int | None,
+    ) -> Any:
+        from tqdm import tqdm
+
+        bars: dict[str, Any] = {}
+        out = getattr(self.stderr, "_out", self.stderr)
+
+        def progress(kind: str, rows: int) -> None:
+            bar = bars.get(kind)
+            if bar is None:
+                bar = bars[kind] = tqdm(
+                    total=found[kind] or None, desc=kind, unit="rows", file=out, leave=True
+                )
+            bar.update(rows)
+
+        try:
+            return retention.prune(database, batch_size=batch_size, progress=progress, **kinds)
+        finally:
+            for bar in bars.values():
+                bar.close()

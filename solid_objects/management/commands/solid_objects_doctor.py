@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+MARKS = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
+
+
+class Command(BaseCommand):
+    help = (
+        "Check configuration, schema, database version, wake-ups, live roles and a real sync "
+        "round trip; exits non-zero when something is broken."
+    )
+    requires_system_checks: list[str] = []  # configuration is one of the checks reported
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--json", action="store_true", help="machine-readable output")
+        parser.add_argument(
+            "--no-round-trip", action="store_true", help="skip the sync call (writes rows)"
+        )
+        parser.add_argument("--database", default=None, help="database alias")
+
+    def handle(
+        self,
+        *args: Any,
+        json: bool,
+        no_round_trip: bool,
+        database: str | None,
+        **options: Any,
+    ) -> None:
+        from solid_objects.diagnostics import FAIL, run_checks
+
+        findings = run_checks(database, round_trip=not no_round_trip)
+        if json:
+            self.stdout.write(_dumps([f.as_dict() for f in findings]))
+        else:
+            for finding in findings:
+                line = f"{MARKS.get(finding.status, finding.status)}  {finding.check:<14} "
+                line += finding.detail
+                style = {"ok": self.style.SUCCESS, "warn": self.style.WARNING}.get(
+                    finding.status, self.style.ERROR
+                )
+                self.stdout.write(style(line))
+        failed = [f for f in findings if f.status == FAIL]
+        if failed:
+            if not json:
+                self.stderr.write(f"{len(failed)} check(s) failed")
+            raise SystemExit(1)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, indent=2)

@@ -1,0 +1,149 @@
+"""``solid_objects_status`` (table and ``--json``) and ``solid_objects_doctor``."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+
+from solid_objects.diagnostics import DIAGNOSTIC_TYPE, FAIL, OK, run_checks
+from solid_objects.models import Instance, Process
+from solid_objects.runtime import processes
+from solid_objects.status import collect
+from tests.factories import (
+    BroadcastFactory,
+    ClaimedMessageFactory,
+    DeadLetterFactory,
+    EffectFactory,
+    MessageFactory,
+    ProcessFactory,
+    ReadyMessageFactory,
+    ReminderFactory,
+)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def busy() -> dict[str, object]:
+    now = timezone.now()
+    live = ProcessFactory(kind="worker")
+    stale = ProcessFactory(kind="effect", last_heartbeat_at=now - timedelta(minutes=10))
+    ProcessFactory(kind="worker", shutdown_state="stopped", stopped_at=now)
+    old_due = now - timedelta(seconds=30)
+    ReadyMessageFactory(
+        message=MessageFactory(actor_type="tests.counter", available_at=old_due),
+        available_at=old_due,
+    )
+    ReadyMessageFactory(message=MessageFactory(), available_at=now + timedelta(hours=1))
+    ClaimedMessageFactory(message=MessageFactory(actor_type="tests.counter"), process=live)
+    EffectFactory(available_at=old_due)
+    EffectFactory(status="dead")
+    BroadcastFactory(status="processing", claimed_by=live)
+    BroadcastFactory(available_at=old_due)
+    ReminderFactory(next_run_at=old_due)
+    DeadLetterFactory(operation="explode")
+    return {"live": live, "stale": stale}
+
+
+def test_status_reports_processes_mailboxes_outboxes_and_dead_letters(busy):
+    report = collect()
+    live = {p["id"]: p for p in report["processes"]["live"]}
+    assert live[busy["live"].id]["stale"] is False
+    assert live[busy["stale"].id]["stale"] is True
+    assert report["processes"]["stopped"] == 1
+
+    mailbox = report["mailbox"]
+    assert (mailbox["ready"], mailbox["due"], mailbox["claimed"]) == (2, 1, 1)
+    assert 25 <= mailbox["lag_seconds"] < 300
+    (row,) = mailbox["by_actor_type"]  # factories use tests.counter
+    assert row["actor_type"] == "tests.counter" and row["claimed"] == 1
+
+    effects = report["outbox"]["effects"]
+    assert (effects["pending"], effects["due"], effects["dead"]) == (1, 1, 1)
+    assert effects["lag_seconds"] >= 25
+    broadcasts = report["outbox"]["broadcasts"]
+    assert (broadcasts["pending"], broadcasts["processing"]) == (1, 1)
+    assert report["reminders"]["scheduled"] == 1 and report["reminders"]["due"] == 1
+    dead = report["dead_letters"]
+    assert dead["unretried"] == 1 and dead["latest"][0]["operation"] == "explode"
+
+
+def test_status_command_prints_a_table_or_json(busy):
+    out = StringIO()
+    call_command("solid_objects_status", stdout=out)
+    text = out.getvalue()
+    for expected in ("Processes (2 live, 1 stopped)", "STALE", "Mailboxes:", "Outboxes:"):
+        assert expected in text
+    assert "Dead letters: 1 not retried" in text
+
+    out = StringIO()
+    call_command("solid_objects_status", "--json", stdout=out)
+    data = json.loads(out.getvalue())
+    assert set(data) == {"database", "processes", "mailbox", "outbox", "reminders", "dead_letters"}
+    assert data["mailbox"]["ready"] == 2
+
+
+def test_status_of_an_empty_database():
+    report = collect()
+    assert report["processes"] == {"live": [], "stopped": 0}
+    assert report["mailbox"]["ready"] == 0 and report["mailbox"]["lag_seconds"] is None
+
+
+def test_doctor_passes_on_a_working_setup_and_cleans_up_after_itself():
+    processes.register("worker", "default")
+    findings = {f.check: f for f in run_checks()}
+    assert [f.status for f in findings.values()] == [OK] * 6, findings
+    assert "sync call committed" in findings["round trip"].detail
+    assert not Instance.objects.filter(actor_type=DIAGNOSTIC_TYPE).exists()
+    # The short-lived caller registration of the round trip is stopped, not left to go stale.
+    assert not Process.objects.filter(kind="caller", shutdown_state="running").exists()
+
+    out = StringIO()
+    call_command("solid_objects_doctor", stdout=out)
+    assert "round trip" in out.getvalue()
+
+
+def test_doctor_warns_without_live_workers_but_does_not_fail():
+    out = StringIO()
+    call_command("solid_objects_doctor", "--json", "--no-round-trip", stdout=out)
+    findings = {f["check"]: f for f in json.loads(out.getvalue())}
+    assert findings["roles"]["status"] == "warn"
+    assert "no actor worker" in findings["roles"]["detail"]
+    assert "round trip" not in findings
+
+
+def test_doctor_fails_when_the_wake_up_transport_is_broken(solid_settings):
+    solid_settings(WAKE_UP="redis", REDIS_URL="redis://127.0.0.1:1/0")
+    findings = {f.check: f for f in run_checks(round_trip=False)}
+    assert findings["wake-ups"].status == FAIL
+    with pytest.raises(SystemExit) as exit_info:
+        call_command(
+            "solid_objects_doctor", "--no-round-trip", stdout=StringIO(), stderr=StringIO()
+        )
+    assert exit_info.value.code == 1
+
+
+def test_doctor_fails_when_the_schema_is_missing(solid_settings):
+    solid_settings(TABLE_PREFIX="absent_prefix_")
+    findings = run_checks()
+    schema = findings[-1]
+    assert schema.check == "schema" and schema.status == FAIL  # and the checks stop there
+    assert "absent_prefix_processes" in schema.detail
+
+
+def test_doctor_fails_on_invalid_settings(solid_settings):
+    solid_settings(POLLING_INTERVAL=-1)
+    findings = {f.check: f for f in run_checks(round_trip=False)}
+    assert findings["configuration"].status == FAIL
+    assert "POLLING_INTERVAL" in findings["configuration"].detail
+
+
+def test_process_rows_are_unaffected_by_the_doctor():
+    before = Process.objects.count()
+    run_checks(round_trip=False)
+    assert Process.objects.count() == before
