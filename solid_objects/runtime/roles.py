@@ -26,8 +26,11 @@ logger = logging.getLogger("solid_objects")
 
 #: How many due ready rows one scan looks at for candidate actors.
 CANDIDATE_WINDOW = 64
-#: How often a role looks for claims whose lease expired (seconds).
-STALE_SCAN_INTERVAL = 5.0
+
+def stale_scan_interval() -> float:
+    """How often the actor role looks for claims whose lease expired: half a lease, so an
+    abandoned turn waits at most 1.5 leases, and an idle role stays under one query/s."""
+    return max(get_settings().LEASE_DURATION / 2, 1.0)
 
 
 class Role:
@@ -115,7 +118,7 @@ class ActorRole(Role):
             ids = dialect.due_instances(cursor, CANDIDATE_WINDOW)
             now = time.monotonic()
             if now >= self._next_stale_scan:
-                self._next_stale_scan = now + STALE_SCAN_INTERVAL
+                self._next_stale_scan = now + stale_scan_interval()
                 ids.extend(i for i in stale_claims(cursor, dialect) if i not in ids)
         return ids
 
