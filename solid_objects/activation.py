@@ -25,10 +25,10 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from django.db import connections, transaction
+from django.db import InterfaceError, OperationalError, connections, transaction
 
 from . import payloads, signals
 from .actor import Actor, ActorSpec
@@ -38,7 +38,7 @@ from .db.base import Completion, LeaseRow, MessageRow
 from .db.vendors import dialect_for
 from .errors import LostActivation, StateMigrationError, UnknownActorType
 from .registry import get_spec
-from .turn import TurnOutcome, describe_exception, run_turn
+from .turn import TurnOutcome, _is_retryable, describe_exception, run_turn
 
 logger = logging.getLogger("solid_objects")
 
@@ -291,6 +291,9 @@ def _activate(alias: str, lease: LeaseRow, cache: ActivationCache | None) -> Act
         entry is not None
         and lease.state is None
         and entry.revision == lease.state_revision
+        # A migration writes state without a new revision: newer code may have upgraded
+        # the row since this entry was cached (and an older version must not be written).
+        and entry.state_version == lease.state_version
         and type(entry.actor) is spec.cls
     ):
         activation = Activation(
@@ -406,8 +409,10 @@ def run_pass(
             _released(activation, cache, result)
             return result
 
+    solo_until = 0  # after a failed group commit, its turns are rerun one commit each
     while first is not None:
-        group_size = 1 if first.attempt_count > 1 else settings.MAX_TURNS_PER_COMMIT
+        solo = first.attempt_count > 1 or first.sequence <= solo_until
+        group_size = 1 if solo else settings.MAX_TURNS_PER_COMMIT
         group_size = max(1, min(group_size, max_messages - result.processed))
         followers: list[MessageRow] = []
         if group_size > 1 and first.id != stop_after:
@@ -420,14 +425,14 @@ def run_pass(
                     if message.id == stop_after:
                         followers = followers[: index + 1]
                         break
+        committed = (activation.state_json, activation.dirty, dict(activation.observed))
         outcomes = _run_group(activation, [first, *followers], settings.MAX_COMMIT_DELAY)
-        result.processed += len(outcomes)
         last = outcomes[-1]
         reached_stop = stop_after is not None and any(o.message.id == stop_after for o in outcomes)
         keep_going = (
             last.ok
             and not reached_stop
-            and result.processed < max_messages
+            and result.processed + len(outcomes) < max_messages
             and time.monotonic() - pass_started < max_seconds
             and not (should_stop and should_stop())
         )
@@ -435,9 +440,38 @@ def run_pass(
             last.ok and not reached_stop and not keep_going and not (should_stop and should_stop())
         )
         try:
-            first = _commit_group(
-                activation, dialect, outcomes, keep_going=keep_going, yield_head=budget_spent
-            )
+            try:
+                first = _commit_group(
+                    activation, dialect, outcomes, keep_going=keep_going, yield_head=budget_spent
+                )
+            except LostActivation:
+                raise
+            except Exception as exc:
+                # The commit itself failed (a commit action raised, a staged row was refused)
+                # and rolled back; the lease and the claim are still ours. Back to the last
+                # committed state: a group is rerun one turn per commit, so the failure is
+                # pinned on the turn that causes it, which then fails like a handler would
+                # (retry with backoff, dead letter) instead of leaving the claim stuck until
+                # the lease runs out.
+                if isinstance(exc, OperationalError | InterfaceError):
+                    raise  # the connection or the server: nothing to pin on a turn
+                activation.state_json, activation.dirty, activation.observed = committed
+                activation.actor._state = payloads.decode(activation.state_json)
+                if len(outcomes) > 1:
+                    solo_until = outcomes[-1].message.sequence
+                    first = outcomes[0].message
+                    continue
+                logger.warning(
+                    "commit of %s/%s message %s failed: %r",
+                    lease.actor_type,
+                    lease.actor_id,
+                    outcomes[0].message.id,
+                    exc,
+                )
+                outcomes = [_failed_in_commit(outcomes[0], exc)]
+                first = _commit_group(
+                    activation, dialect, outcomes, keep_going=False, yield_head=False
+                )
         except LostActivation:
             result.lost = True
             if cache is not None:
@@ -450,11 +484,28 @@ def run_pass(
                 generation=lease.generation,
             )
             raise
+        result.processed += len(outcomes)
         for outcome in outcomes:
             result.outcomes[outcome.message.id] = outcome
         _after_commit(activation, outcomes)
     _released(activation, cache, result)
     return result
+
+
+def _failed_in_commit(outcome: TurnOutcome, exc: Exception) -> TurnOutcome:
+    """The turn whose own commit failed, as a failed turn (nothing it staged is written)."""
+    return replace(
+        outcome,
+        kind="failed",
+        result=None,
+        result_json=None,
+        rejection=None,
+        exception=exc,
+        error=describe_exception(exc),
+        retryable=_is_retryable(exc),
+        staged=None,
+        broadcasts=None,
+    )
 
 
 def _run_group(
@@ -464,6 +515,7 @@ def _run_group(
     outcomes: list[TurnOutcome] = []
     started = time.monotonic()
     actor = activation.actor
+    max_depth = dialect_for(connections[activation.alias]).json_max_depth
     for message in messages:
         signals.send(
             signals.message_started,
@@ -473,11 +525,14 @@ def _run_group(
             sequence=message.sequence,
             attempt=message.attempt_count or 1,
         )
-        outcome = run_turn(actor, activation.spec, message)
+        outcome = run_turn(actor, activation.spec, message, max_depth)
         if outcome.kind == "completed" and not outcome.is_query:
             try:
                 state_json = payloads.encode(
-                    actor._state, what="state", limit=get_settings().MAX_STATE_BYTES
+                    actor._state,
+                    what="state",
+                    limit=get_settings().MAX_STATE_BYTES,
+                    max_depth=max_depth,
                 )
             except Exception as exc:
                 outcome.kind = "failed"
@@ -655,8 +710,15 @@ def _after_commit(activation: Activation, outcomes: list[TurnOutcome]) -> None:
             signals.send(signals.message_dead_lettered, **payload)
         else:
             signals.send(signals.message_retried, **payload)
-        if outcome.kind == "completed" and outcome.staged and outcome.staged.effects:
-            notify_local("effect")
+        if outcome.kind == "completed" and outcome.staged:
+            if outcome.staged.effects:
+                notify_local("effect")
+            if outcome.staged.reminders:
+                notify_local("reminder")
+            for name in outcome.staged.replaced_reminders:
+                signals.send(signals.reminder_replaced, name=name, **payload)
+        if outcome.broadcasts:
+            notify_local("broadcast")
     notify_local("result")
 
 

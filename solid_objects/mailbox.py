@@ -96,10 +96,14 @@ def enqueue(
         raise InvalidPayload("available_at must be a timezone-aware datetime")
     if delivery_mode not in DELIVERY_MODES:
         raise InvalidPayload(f"delivery_mode must be one of {DELIVERY_MODES}")
-    arguments_json = payloads.encode(arguments, what="arguments", limit=settings.MAX_PAYLOAD_BYTES)
-
     connection = connections[alias]
     dialect = dialect_for(connection)
+    arguments_json = payloads.encode(
+        arguments,
+        what="arguments",
+        limit=settings.MAX_PAYLOAD_BYTES,
+        max_depth=dialect.json_max_depth,
+    )
     outer = connection.in_atomic_block
     for attempt in range(5):
         try:
@@ -173,6 +177,28 @@ def _write(
     lock_wait: float | None,
     then: Callable[[Any, Enqueued], Any] | None = None,
 ) -> Enqueued:
+    if lock_wait is not None and dialect.lock_wait_before_begin:
+        # SQLite's BEGIN IMMEDIATE itself waits for the write lock: bound it before.
+        with connection.cursor() as cursor:
+            token = dialect.bound_lock_wait(cursor, lock_wait)
+        try:
+            return _write(
+                connection,
+                dialect,
+                spec,
+                actor_id,
+                operation,
+                arguments_json,
+                delivery_mode,
+                idempotency_key,
+                available_at,
+                settings,
+                None,
+                then,
+            )
+        finally:
+            with connection.cursor() as cursor:
+                dialect.unbound(cursor, token)
     with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
         token = None
         if lock_wait is not None:

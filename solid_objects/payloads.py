@@ -19,13 +19,17 @@ MAX_DEPTH = 100
 _encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
-def validate(value: Any, *, what: str = "value") -> None:
-    """Raise :class:`InvalidPayload` unless ``value`` is strict JSON."""
+def validate(value: Any, *, what: str = "value", max_depth: int = MAX_DEPTH) -> None:
+    """Raise :class:`InvalidPayload` unless ``value`` is strict JSON.
+
+    ``max_depth`` counts nested arrays and objects (``[[1]]`` is 2 deep); the database's own
+    limit may be lower (MariaDB stores at most 31 levels), see ``Dialect.json_max_depth``.
+    """
     stack: list[tuple[Any, int, str]] = [(value, 0, what)]
     while stack:
         item, depth, path = stack.pop()
-        if depth > MAX_DEPTH:
-            raise InvalidPayload(f"{what} is nested deeper than {MAX_DEPTH} levels")
+        if depth >= max_depth and isinstance(item, dict | list | tuple):
+            raise InvalidPayload(f"{what} is nested deeper than {max_depth} levels")
         if item is None or isinstance(item, bool | str):
             continue
         if isinstance(item, int):
@@ -49,9 +53,11 @@ def validate(value: Any, *, what: str = "value") -> None:
         raise InvalidPayload(f"{path} is a {type(item).__name__}, which is not JSON")
 
 
-def encode(value: Any, *, what: str = "value", limit: int | None = None) -> str:
+def encode(
+    value: Any, *, what: str = "value", limit: int | None = None, max_depth: int = MAX_DEPTH
+) -> str:
     """Validate and encode ``value``; raise :class:`PayloadTooLarge` past ``limit`` bytes."""
-    validate(value, what=what)
+    validate(value, what=what, max_depth=max_depth)
     text = _encoder.encode(value)
     if limit is not None:
         size = len(text.encode("utf-8")) if not text.isascii() else len(text)

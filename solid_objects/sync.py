@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from django.db import IntegrityError, connections
+from django.db import IntegrityError, OperationalError, connections
 
 from .activation import Activation, ActivationCache, Claim, acquire, activate, run_pass, take_lease
 from .conf import get_settings
@@ -26,6 +26,7 @@ from .errors import (
     SyncTimeout,
 )
 from .mailbox import Enqueued, enqueue
+from .mailbox import _is_timeout as is_lock_timeout
 from .runtime import processes
 from .runtime.processes import callers
 from .runtime.wakeup import doorbell
@@ -91,7 +92,22 @@ def call_sync(
             then=claim_in_same_transaction,
         )
 
-    message = with_caller(alias, enqueue_and_claim)
+    try:
+        message = with_caller(alias, enqueue_and_claim, lock_wait=timeout)
+    except OperationalError as exc:
+        # Registering this process as a caller waited for a database lock past the deadline
+        # (enqueue reports its own lock waits as SyncTimeout already).
+        if not is_lock_timeout(exc):
+            raise
+        raise SyncTimeout(
+            f"{reference.actor_type}/{reference.actor_id}: the database stayed locked longer "
+            "than the deadline; nothing was enqueued",
+            message_reference=None,  # type: ignore[arg-type]
+            actor_type=reference.actor_type,
+            actor_id=reference.actor_id,
+            status="not enqueued",
+            waiting_on="database lock",
+        ) from exc
     claim = claims[0] if claims else None
     if claim is not None:
         done = _run(message, alias, deadline, activate(alias, claim, caller_cache))
@@ -170,18 +186,18 @@ def _run(
     return _PENDING  # failed, retry scheduled: wait for it (or time out)
 
 
-def with_caller(alias: str, work: Callable[[str], T]) -> T:
+def with_caller(alias: str, work: Callable[[str], T], lock_wait: float | None = None) -> T:
     """Run ``work(owner_id)`` as this process's caller; if the registry row it names was
     deleted (pruned, or a test flushed the table) the foreign key refuses the lease: register
-    again and retry once."""
-    owner = callers.process_id(alias)
+    again and retry once. ``lock_wait`` bounds waiting for a database lock to register."""
+    owner = callers.process_id(alias, lock_wait=lock_wait)
     try:
         return work(owner)
     except IntegrityError:
         if processes.heartbeat(owner, alias):
             raise
         callers.forget(alias)
-        return work(callers.process_id(alias))
+        return work(callers.process_id(alias, lock_wait=lock_wait))
 
 
 def _timeout(message: MessageReference, outcome: MessageOutcome) -> SyncTimeout:

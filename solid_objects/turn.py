@@ -161,7 +161,10 @@ class _ScheduleProxy:
                     name=name,
                     operation=operation,
                     arguments=payloads.encode(
-                        arguments, what="reminder arguments", limit=get_settings().MAX_PAYLOAD_BYTES
+                        arguments,
+                        what="reminder arguments",
+                        limit=get_settings().MAX_PAYLOAD_BYTES,
+                        max_depth=self._context.max_depth,
                     ),
                     at=self._at,
                     delay=self._delay,
@@ -184,10 +187,13 @@ def _seconds(value: Any) -> float:
 class TurnContext:
     """What handler code reaches through ``self``: message context and staging."""
 
-    def __init__(self, spec: ActorSpec, message: MessageContext) -> None:
+    def __init__(
+        self, spec: ActorSpec, message: MessageContext, max_depth: int = payloads.MAX_DEPTH
+    ) -> None:
         self.spec = spec
         self.message = message
         self.staged = Staged()
+        self.max_depth = max_depth
 
     def _stage_effect(
         self, name: str, arguments: dict[str, Any], on_success: str | None, on_failure: str | None
@@ -198,7 +204,10 @@ class TurnContext:
                 effect_id=effect_id,
                 name=name,
                 arguments=payloads.encode(
-                    arguments, what="effect arguments", limit=get_settings().MAX_PAYLOAD_BYTES
+                    arguments,
+                    what="effect arguments",
+                    limit=get_settings().MAX_PAYLOAD_BYTES,
+                    max_depth=self.max_depth,
                 ),
                 success_operation=on_success,
                 failure_operation=on_failure,
@@ -284,8 +293,14 @@ def describe_exception(exc: BaseException) -> dict[str, Any]:
     }
 
 
-def run_turn(actor: Actor, spec: ActorSpec, message: MessageRow) -> TurnOutcome:
-    """Run one message's handler against ``actor`` (state is mutated in place)."""
+def run_turn(
+    actor: Actor, spec: ActorSpec, message: MessageRow, max_depth: int = payloads.MAX_DEPTH
+) -> TurnOutcome:
+    """Run one message's handler against ``actor`` (state is mutated in place).
+
+    ``max_depth`` is the JSON nesting the database accepts (results, rejections, staged
+    arguments are checked here, so a value the database would refuse fails this turn alone).
+    """
     import time
 
     started = time.monotonic()
@@ -300,6 +315,7 @@ def run_turn(actor: Actor, spec: ActorSpec, message: MessageRow) -> TurnOutcome:
             delivery_mode=message.delivery_mode,
             operation=message.operation,
         ),
+        max_depth,
     )
     outcome = TurnOutcome(message=message, kind="completed", staged=context.staged)
     try:
@@ -316,12 +332,28 @@ def run_turn(actor: Actor, spec: ActorSpec, message: MessageRow) -> TurnOutcome:
             raise ApplicationWriteForbidden("the handler tried to write to the database directly")
         outcome.result = result
         outcome.result_json = payloads.encode(
-            result, what="result", limit=get_settings().MAX_RESULT_BYTES
+            result, what="result", limit=get_settings().MAX_RESULT_BYTES, max_depth=max_depth
         )
     except Rejected as rejection:
-        outcome.kind = "rejected"
-        outcome.rejection = rejection
-        outcome.staged = None
+        try:
+            # Stored with the commit: refuse what cannot be stored now, as a failed turn
+            # (an error inside the commit would leave the claim stuck until its lease ends).
+            payloads.encode(
+                rejection.as_dict(),
+                what="rejection",
+                limit=get_settings().MAX_RESULT_BYTES,
+                max_depth=max_depth,
+            )
+        except (InvalidPayload, PayloadTooLarge) as exc:
+            outcome.kind = "failed"
+            outcome.exception = exc
+            outcome.error = describe_exception(exc)
+            outcome.retryable = False
+            outcome.staged = None
+        else:
+            outcome.kind = "rejected"
+            outcome.rejection = rejection
+            outcome.staged = None
     except Exception as exc:
         if isinstance(exc, ApplicationWriteForbidden) or write_was_attempted():
             exc = (

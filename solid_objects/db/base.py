@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..conf import table
+from ..payloads import MAX_DEPTH
 
 
 @dataclass(slots=True)
@@ -86,6 +87,8 @@ class Dialect:
     skip_locked = " FOR UPDATE SKIP LOCKED"
     for_update = " FOR UPDATE"
     supports_returning = False
+    #: The deepest nesting of arrays/objects a JSON column accepts (checked before writing).
+    json_max_depth = MAX_DEPTH
 
     def __init__(self, connection: Any) -> None:
         self.connection = connection
@@ -118,6 +121,9 @@ class Dialect:
         return value
 
     # -- statement timeouts for deadline-bound sync calls -----------------------------------
+    #: Bound lock waits before the transaction starts (its BEGIN may wait for a lock itself).
+    lock_wait_before_begin = False
+
     def bound_lock_wait(self, cursor: Any, seconds: float) -> Any:
         """Bound lock waits of the current transaction; return a token for :meth:`unbound`."""
         return None
@@ -224,10 +230,21 @@ class Dialect:
 
     # -- claiming an activation ------------------------------------------------------------
     def due_instances(self, cursor: Any, limit: int) -> list[int]:
-        """Instances with a due ready message, oldest first (a non-locking scan)."""
+        """Instances with a due ready message, oldest first (a non-locking scan).
+
+        Turns run strictly in order, so an actor can run only when its lowest-sequence ready
+        message (its head) is due. Due messages behind a head that is not (a retry backing
+        off, a message scheduled for later) are left out: otherwise actors waiting for a
+        retry would fill the candidate window on every poll, cost a lease and a release each
+        time, and starve actors that do have work. The head is one probe of the
+        ``(instance_id, sequence)`` index.
+        """
+        n = self.now
         cursor.execute(
-            f"SELECT instance_id FROM {self.t_ready} WHERE available_at <= {self.now} "
-            "ORDER BY available_at, instance_id, sequence LIMIT %s",
+            f"SELECT r.instance_id FROM {self.t_ready} r WHERE r.available_at <= {n} "
+            f"AND (SELECT h.available_at FROM {self.t_ready} h WHERE h.instance_id = "
+            f"r.instance_id ORDER BY h.sequence LIMIT 1) <= {n} "
+            "ORDER BY r.available_at, r.instance_id, r.sequence LIMIT %s",
             [limit],
         )
         seen: dict[int, None] = {}
@@ -253,15 +270,41 @@ class Dialect:
         """
         if not instance_ids:
             return None
-        placeholders = ", ".join(["%s"] * len(instance_ids))
-        suffix = self.for_update if wait else self.skip_locked
-        cursor.execute(
-            f"SELECT id FROM {self.t_instances} WHERE id IN ({placeholders}) "
-            "AND paused_at IS NULL AND (activation_token IS NULL OR "
-            f"activation_expires_at <= {self.now}) LIMIT 1{suffix}",
-            list(instance_ids),
+        free = (
+            "paused_at IS NULL AND (activation_token IS NULL OR "
+            f"activation_expires_at <= {self.now})"
         )
-        row = cursor.fetchone()
+        suffix = self.for_update if wait else self.skip_locked
+        candidates = list(instance_ids)
+        if len(candidates) > 1:
+            # Candidates come oldest work first; the lease must go to the first free one, or
+            # the lowest instance id would win every time and a hot actor would starve the
+            # others despite yielding. InnoDB locks every row a sorted locking read examines,
+            # so find the free ones with a plain read, then lock the first in order.
+            placeholders = ", ".join(["%s"] * len(candidates))
+            cursor.execute(
+                f"SELECT id FROM {self.t_instances} WHERE id IN ({placeholders}) AND {free}",
+                candidates,
+            )
+            found = {int(row[0]) for row in cursor.fetchall()}
+            candidates = [i for i in candidates if i in found]
+        row = None
+        for candidate in candidates[:4]:  # another worker may lock the first meanwhile
+            cursor.execute(
+                f"SELECT id FROM {self.t_instances} WHERE id = %s AND {free}{suffix}",
+                [candidate],
+            )
+            row = cursor.fetchone()
+            if row is not None:
+                break
+        if row is None and len(candidates) > 4:
+            placeholders = ", ".join(["%s"] * (len(candidates) - 4))
+            cursor.execute(
+                f"SELECT id FROM {self.t_instances} WHERE id IN ({placeholders}) AND {free} "
+                f"LIMIT 1{suffix}",
+                candidates[4:],
+            )
+            row = cursor.fetchone()
         if row is None:
             return None
         instance_id = int(row[0])
@@ -283,6 +326,17 @@ class Dialect:
             [*state_params, instance_id],
         )
         return self._lease_from_row(cursor.fetchone(), owner_id, token)
+
+    @staticmethod
+    def candidate_order(column: str, instance_ids: Sequence[int]) -> tuple[str, list[Any]]:
+        """``ORDER BY`` keeping the candidates' order (oldest work first), or nothing."""
+        if len(instance_ids) < 2:
+            return "", []
+        whens = " ".join("WHEN %s THEN %s" for _ in instance_ids)
+        params: list[Any] = []
+        for position, instance_id in enumerate(instance_ids):
+            params.extend([instance_id, position])
+        return f" ORDER BY CASE {column} {whens} END", params
 
     def state_unless_cached(
         self, alias: str, cached: dict[int, int] | None, instance_ids: Sequence[int]

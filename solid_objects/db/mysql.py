@@ -12,6 +12,12 @@ class MySQLDialect(Dialect):
     # Django stores naive UTC datetimes on MySQL; NOW() would use the session time zone.
     now = "UTC_TIMESTAMP(6)"
 
+    def __init__(self, connection: Any) -> None:
+        super().__init__(connection)
+        # MariaDB's JSON_VALID (the CHECK of every JSON column) refuses documents nested 32
+        # levels or deeper; MySQL refuses a depth over 100 counting the innermost scalar.
+        self.json_max_depth = 31 if connection.mysql_is_mariadb else 99
+
     def bound_lock_wait(self, cursor: Any, seconds: float) -> Any:
         """Bound InnoDB row-lock waits (whole seconds, at least 1) for this session."""
         cursor.execute("SELECT @@SESSION.innodb_lock_wait_timeout", [])

@@ -24,6 +24,9 @@ class SQLiteDialect(Dialect):
     def now_plus(self, seconds: float) -> tuple[str, list[Any]]:
         return f"strftime({_FORMAT}, 'now', %s)", [f"{seconds:+.6f} seconds"]
 
+    #: BEGIN IMMEDIATE (the recommended transaction mode) waits for the database lock.
+    lock_wait_before_begin = True
+
     def bound_lock_wait(self, cursor: Any, seconds: float) -> Any:
         cursor.execute("PRAGMA busy_timeout", [])
         previous = cursor.fetchone()[0]
@@ -68,6 +71,8 @@ class SQLiteDialect(Dialect):
         n = self.now
         t = self.t_instances
         state_sql, state_params = self.state_unless_cached(t, cached, instance_ids)
+        # The first free candidate in the given order (oldest work first), not the lowest id.
+        order_sql, order_params = self.candidate_order("id", instance_ids)
         cursor.execute(
             f"UPDATE {self.t_instances} SET activation_owner_id = %s, activation_token = %s, "
             f"activation_expires_at = {expires_sql}, "
@@ -75,7 +80,7 @@ class SQLiteDialect(Dialect):
             f"activated_at = {n}, last_claimed_at = {n}, updated_at = {n} "
             f"WHERE id = (SELECT id FROM {self.t_instances} WHERE id IN ({placeholders}) "
             "AND paused_at IS NULL AND (activation_token IS NULL OR "
-            f"activation_expires_at <= {n}) LIMIT 1) "
+            f"activation_expires_at <= {n}){order_sql} LIMIT 1) "
             f"RETURNING id, actor_type, actor_id, {state_sql}, state_version, "
             "state_revision, activation_generation, "
             f"(SELECT COUNT(*) FROM {self.t_claimed} c "
@@ -85,6 +90,7 @@ class SQLiteDialect(Dialect):
                 token,
                 *expires_params,
                 *instance_ids,
+                *order_params,
                 *state_params,
             ],
         )

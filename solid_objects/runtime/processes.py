@@ -10,6 +10,8 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import django
@@ -173,18 +175,22 @@ class _CallerRegistration:
         self._lock = threading.Lock()
         self._ids: dict[str, tuple[int, str, float]] = {}
 
-    def process_id(self, alias: str) -> str:
+    def process_id(self, alias: str, lock_wait: float | None = None) -> str:
+        """This process's caller id, registered (or heartbeated) when needed. ``lock_wait``
+        bounds waiting for a database lock on the way (a sync call's deadline)."""
         pid = os.getpid()
         entry = self._ids.get(alias)
         now = time.monotonic()
         if entry is not None and entry[0] == pid:
             if now - entry[2] > get_settings().PROCESS_HEARTBEAT_INTERVAL:
-                if heartbeat(entry[1], alias):
+                with _bounded(alias, lock_wait):
+                    alive = heartbeat(entry[1], alias)
+                if alive:
                     self._ids[alias] = (pid, entry[1], now)
                     return entry[1]
             else:
                 return entry[1]
-        with self._lock:
+        with self._lock, _bounded(alias, lock_wait):
             process_id = register("caller", alias)
             self._ids[alias] = (pid, process_id, now)
             return process_id
@@ -194,3 +200,21 @@ class _CallerRegistration:
 
 
 callers = _CallerRegistration()
+
+
+@contextmanager
+def _bounded(alias: str, seconds: float | None) -> Iterator[None]:
+    """Bound lock waits of the enclosed writes where the transaction's start itself waits
+    for a lock (SQLite's BEGIN IMMEDIATE); elsewhere these writes never wait on a lock."""
+    connection = connections[alias]
+    dialect = dialect_for(connection)
+    if seconds is None or not dialect.lock_wait_before_begin:
+        yield
+        return
+    with connection.cursor() as cursor:
+        token = dialect.bound_lock_wait(cursor, seconds)
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            dialect.unbound(cursor, token)
