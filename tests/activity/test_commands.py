@@ -1,0 +1,100 @@
+"""The three management commands."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import connection
+
+from tests.testapp.projections import Ledger, OrderCounts
+from tilttek_activity import record_activities, record_activity, wait_until_projected
+from tilttek_activity.models import Checkpoint
+
+from .factories import ActivityFactory
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+MANAGE = Path(__file__).resolve().parents[1] / "manage.py"
+
+
+def run(*args: str) -> tuple[str, str]:
+    out, err = StringIO(), StringIO()
+    call_command(*args, stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+def test_catch_up_command(ledger: Ledger) -> None:
+    made = record_activities(ActivityFactory.build_batch(3))
+    out, _ = run("activity_catch_up", "--projection", Ledger.name, "--batch-size", "2")
+    last = made[-1].entry.position
+    assert f"{Ledger.name}: position {last}, 3 applied" in out
+    assert Ledger.store.applied == [r.entry.position for r in made]
+    with pytest.raises(CommandError, match="no projection named"):
+        run("activity_catch_up", "--projection", "tests.activity.unknown")
+    with pytest.raises(CommandError):
+        run("activity_catch_up", "--batch-size", "0")
+
+
+def test_rebuild_command_shows_progress(orders: OrderCounts) -> None:
+    record_activities(ActivityFactory.build_batch(4, verb="order.placed"))
+    call_command("activity_catch_up", projection=OrderCounts.name, stdout=StringIO())
+    out, err = run(
+        "activity_rebuild",
+        OrderCounts.name,
+        "--since",
+        "2000-01-01",
+        "--until",
+        "2999-01-01T00:00:00Z",
+    )
+    assert f"{OrderCounts.name}: rebuilt from 4 entries" in out
+    assert "4/4" in err  # the tqdm bar
+    with pytest.raises(CommandError, match="append-only"):
+        run("activity_rebuild", Ledger.name)
+
+
+def test_status_command(ledger: Ledger) -> None:
+    _, b, c = (record_activity(**ActivityFactory()).entry for _ in range(3))
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM tilttek_activity_entry WHERE position = %s", [b.position])
+    Checkpoint.objects.create(
+        projection="tests.activity.gone", position=0, updated_at="2024-01-01T00:00Z"
+    )
+    out, _ = run("activity_status")
+    assert f"journal head: {c.position}" in out
+    start = Checkpoint.objects.get(projection=Ledger.name).position
+    assert (
+        f"{Ledger.name}: checkpoint {start}, lag {c.position - start}, open holes {b.position}"
+        in out
+    )
+    assert "tests.activity.gone: checkpoint 0" in out and "not registered" in out
+    assert f"{OrderCounts.name}: " in out
+
+
+def test_follow_stops_gracefully_on_sigterm(ledger: Ledger) -> None:
+    env = {**os.environ, "SOLID_TEST_DATABASE_NAME": str(connection.settings_dict["NAME"])}
+    process = subprocess.Popen(
+        [sys.executable, str(MANAGE), "activity_catch_up", "--follow", "--projection", Ledger.name],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        position = record_activity(**ActivityFactory()).entry.position
+        assert wait_until_projected(Ledger.name, position, timeout=60)
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, err
+    assert f"{Ledger.name}: position {position}, 1 applied" in out
+    assert out.rstrip().endswith("Stopped.")

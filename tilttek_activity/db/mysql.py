@@ -1,0 +1,235 @@
+"""MySQL and MariaDB: ``INSERT IGNORE`` after full validation, evidence from ``INNODB_TRX``.
+
+Writing once
+    ``INSERT IGNORE`` turns a duplicate key into warning 1062 instead of an error, so it never
+    disturbs the caller's transaction. IGNORE also downgrades *every* other error to a
+    warning and stores a coerced value, which is why everything is validated in Python first
+    and why any warning other than 1062 raises (after deleting what the statement wrote).
+    The kept row is read back with a locking read (``LOCK IN SHARE MODE``), which sees the
+    latest committed version even when the caller's transaction runs under REPEATABLE READ
+    with an older snapshot. MariaDB 10.5+ returns the written rows (``RETURNING``); on MySQL a
+    multi-row insert that wrote only some rows cannot tell which, so it is rolled back to a
+    savepoint and replayed row by row. InnoDB allocates an auto-increment value before it
+    checks uniqueness, so an ignored duplicate burns a position: bulk writes read the keys
+    first to avoid most of them, and catch-up passes the rest once they are provably dead.
+
+Gap evidence
+    ``information_schema.INNODB_TRX`` lists running InnoDB transactions, but is served from a
+    cache that is only refreshed after 0.1 s without readers, so a read may describe the
+    past. The evidence query therefore carries a fresh nonce and runs inside a transaction
+    of our own that has already started in InnoDB: the data is trusted only when our own
+    row shows, as its current statement (``trx_query``), the very query with that nonce -
+    proof that the cache was filled while it ran, after the hole was observed. Otherwise we
+    wait a little and ask again; if it stays stale, the hole waits for the next round.
+    Transactions are identified by ``thread id @ trx_started`` (the trx id changes when a
+    transaction starts writing; a reused identity only makes us wait longer), counted as
+    possible writers when they hold locks, and limited to sessions whose default database
+    is the journal's (``PROCESSLIST.DB``), so other schemas on the same server do not hold
+    our holes open. Reading ``INNODB_TRX`` needs the PROCESS privilege; without it (or
+    inside a caller's transaction, where our probe transaction would not be fresh) catch-up
+    falls back to ``GAP_SETTLE_SECONDS``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+from collections.abc import Collection, Sequence
+from datetime import datetime
+from typing import Any, ClassVar
+
+from django.db import DatabaseError, transaction
+
+from ..errors import ActivityError, InvalidActivity
+from ..validation import Draft
+from .base import (
+    Backend,
+    EvidenceDelayed,
+    GapStrategy,
+    Identity,
+    InsertOutcome,
+    TransactionEvidence,
+)
+
+logger = logging.getLogger("tilttek_activity")
+
+DUPLICATE_KEY = 1062
+#: INNODB_TRX's cache refreshes once nobody has read it for 0.1 s.
+CACHE_IDLE_SECONDS = 0.12
+EVIDENCE_ATTEMPTS = 4
+
+#: ``{nonce}`` comes first: INNODB_TRX truncates ``trx_query`` to 1024 characters.
+EVIDENCE_SQL = """/* tilttek_activity evidence {nonce} */
+SELECT CONCAT(t.trx_mysql_thread_id, '@', t.trx_started),
+       CASE WHEN t.trx_mysql_thread_id = CONNECTION_ID() THEN t.trx_query END,
+       t.trx_lock_structs
+FROM information_schema.INNODB_TRX t
+LEFT JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
+WHERE t.trx_mysql_thread_id = CONNECTION_ID() OR p.DB IS NULL OR p.DB = DATABASE()
+"""
+
+#: Aliases whose INNODB_TRX we may not read (no PROCESS privilege): settle time instead.
+_unreadable: set[str] = set()
+
+
+class _Ambiguous(Exception):
+    """A multi-row INSERT IGNORE wrote some rows, and MySQL does not say which."""
+
+
+class MySQLBackend(Backend):
+    vendor: ClassVar[str] = "mysql"
+    gap_strategy: ClassVar[GapStrategy] = "evidence"
+    kept_read_suffix: ClassVar[str] = " LOCK IN SHARE MODE"
+
+    @property
+    def returning(self) -> bool:
+        """MariaDB 10.5+ returns inserted rows (``INSERT ... RETURNING``)."""
+        return bool(self.connection.features.can_return_columns_from_insert)
+
+    def _values(self, drafts: Sequence[Draft]) -> tuple[str, list[Any]]:
+        row = "(" + ", ".join(["%s"] * 9) + ")"
+        params: list[Any] = []
+        for draft in drafts:
+            params.extend(self.draft_params(draft))
+        sql = (
+            f"INSERT IGNORE INTO {self.entry_table} ({self.insert_columns}) "
+            f"VALUES {', '.join([row] * len(drafts))}"
+        )
+        return sql, params
+
+    def insert_once(self, drafts: Sequence[Draft]) -> InsertOutcome:
+        outcome = InsertOutcome()
+        pending = list(drafts)
+        if len(pending) > 1:
+            # A plain read of the keys first: duplicates are not sent, so they burn no
+            # auto-increment value (a lost race is still handled by IGNORE below).
+            outcome.kept.update(self.read_kept([d.identity for d in pending], lock=False))
+            pending = [d for d in pending if d.identity not in outcome.kept]
+        if not pending:
+            return outcome
+        if self.returning:
+            self._insert_returning(pending, outcome)
+        elif len(pending) == 1:
+            self._insert_one(pending[0], outcome)
+        else:
+            try:
+                with transaction.atomic(using=self.alias):
+                    self._insert_many(pending, outcome)
+            except _Ambiguous:
+                for draft in pending:
+                    self._insert_one(draft, outcome)
+        return outcome
+
+    def _insert_returning(self, drafts: Sequence[Draft], outcome: InsertOutcome) -> None:
+        sql, params = self._values(drafts)
+        sql += f" RETURNING {self.columns[0]}, {self.columns[1]}, {self.columns[2]}"
+        with self.connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
+            warnings = cursor.warning_count
+            written = {(key, kind): position for position, kind, key in rows}
+            if warnings:
+                self._refuse_warnings(cursor, list(written.values()))
+        outcome.created.update(written)
+
+    def _insert_one(self, draft: Draft, outcome: InsertOutcome) -> None:
+        sql, params = self._values([draft])
+        with self.connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            written = [cursor.lastrowid] if cursor.rowcount == 1 else []
+            if cursor.warning_count:
+                self._refuse_warnings(cursor, written)
+        if written:
+            outcome.created[draft.identity] = written[0]
+
+    def _insert_many(self, drafts: Sequence[Draft], outcome: InsertOutcome) -> None:
+        sql, params = self._values(drafts)
+        with self.connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            count = cursor.rowcount
+            if cursor.warning_count:
+                self._refuse_warnings(cursor, [])  # the savepoint rolls the rows back
+        if count == 0:
+            return
+        if count != len(drafts):
+            raise _Ambiguous
+        identities: list[Identity] = [d.identity for d in drafts]
+        for identity, row in self.read_kept(identities, lock=False).items():
+            outcome.created[identity] = row[0]
+
+    def _refuse_warnings(self, cursor: Any, written: Sequence[int]) -> None:
+        """Raise on any warning but a duplicate key, after removing what was written."""
+        cursor.execute("SHOW WARNINGS")
+        bad = [row for row in cursor.fetchall() if int(row[1]) != DUPLICATE_KEY]
+        if not bad:
+            return
+        if written:
+            placeholders = ", ".join(["%s"] * len(written))
+            cursor.execute(
+                f"DELETE FROM {self.entry_table} WHERE {self.columns[0]} IN ({placeholders})",
+                list(written),
+            )
+        level, code, message = bad[0][:3]
+        match = re.search(r"column '(\w+)'", str(message))
+        raise InvalidActivity(
+            match.group(1) if match else "entry",
+            f"the database refused the value ({level} {code}: {message})",
+        )
+
+    def create_checkpoint(self, name: str, now: datetime) -> None:
+        with self.connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT IGNORE INTO {self.checkpoint_table} (projection, position, updated_at) "
+                "VALUES (%s, 0, %s)",
+                [name, self.adapt_datetime(now)],
+            )
+            if cursor.warning_count:
+                cursor.execute("SHOW WARNINGS")
+                bad = [row for row in cursor.fetchall() if int(row[1]) != DUPLICATE_KEY]
+                if bad:
+                    raise ActivityError(f"cannot create the checkpoint of {name!r}: {bad[0]}")
+
+    def transaction_evidence(self, known: Collection[str]) -> TransactionEvidence | None:
+        if self.connection.in_atomic_block or self.alias in _unreadable:
+            # Inside a caller's transaction our own InnoDB transaction may predate the hole:
+            # seeing it listed would not prove the cache is fresh.
+            return None
+        known_set = set(known)
+        for attempt in range(EVIDENCE_ATTEMPTS):
+            if attempt:
+                time.sleep(CACHE_IDLE_SECONDS)
+            try:
+                rows = self._read_innodb_trx()
+            except DatabaseError as exc:
+                _unreadable.add(self.alias)
+                logger.warning(
+                    "Cannot read information_schema.INNODB_TRX on %r (%s): holes in the "
+                    "activity journal will be passed after GAP_SETTLE_SECONDS instead of "
+                    "on evidence. Grant the PROCESS privilege to fix this.",
+                    self.alias,
+                    exc,
+                )
+                return None
+            if any(is_current for _, is_current, _ in rows):
+                return TransactionEvidence(
+                    writers=frozenset(
+                        trx for trx, is_current, locks in rows if not is_current and locks
+                    ),
+                    alive=frozenset(trx for trx, _, _ in rows if trx in known_set),
+                )
+        raise EvidenceDelayed("information_schema.INNODB_TRX kept serving a stale cache")
+
+    def _read_innodb_trx(self) -> list[tuple[str, bool, int]]:
+        """``(identity, is our current statement, lock structs)`` per listed transaction."""
+        nonce = uuid.uuid4().hex
+        with transaction.atomic(using=self.alias), self.connection.cursor() as cursor:
+            # Start our own InnoDB transaction, so that the cache can show our statement.
+            cursor.execute(f"SELECT 1 FROM {self.entry_table} LIMIT 1")
+            cursor.fetchall()
+            cursor.execute(EVIDENCE_SQL.format(nonce=nonce))
+            return [
+                (str(trx), nonce in str(query or ""), int(locks or 0))
+                for trx, query, locks in cursor.fetchall()
+            ]

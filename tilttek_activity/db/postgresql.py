@@ -1,0 +1,190 @@
+"""PostgreSQL: ``INSERT ... ON CONFLICT DO NOTHING`` guarded by ``NOT EXISTS``; evidence
+from ``pg_locks``.
+
+Writing once
+    The INSERT selects only drafts whose key is not there yet (``WHERE NOT EXISTS``), so a
+    duplicate normally costs no identity value (``nextval`` runs only for rows the SELECT
+    produces); ``ON CONFLICT (idempotency_key, kind) DO NOTHING`` is the guard against a
+    concurrent writer of the same key, and never raises, so never aborts the caller's
+    transaction. A single row is the plainest such statement (a new entry costs one round
+    trip; a duplicate returns nothing and the kept row is read next). Many rows travel as
+    one JSON document in a CTE that also returns the rows found kept, so a bulk write is one
+    statement per chunk; only a lost race needs a second read.
+
+Gap evidence
+    A position is taken (identity ``nextval``) by an INSERT that already holds a
+    ``RowExclusiveLock`` on the journal table, and every transaction keeps its locks until it
+    ends. So the transactions that could still commit a missing position are exactly those
+    holding a write lock on ``tilttek_activity_entry`` in this database, identified by their
+    virtual transaction id (unique until restart, and present even before - or without - a
+    real xid: an ``ON CONFLICT`` insert waiting on another writer has taken its position
+    but has no xid yet, which is why ``pg_current_snapshot()`` alone is not enough).
+    A hole is dead once every such transaction seen after the hole was observed has ended
+    (the same wait ``CREATE INDEX CONCURRENTLY`` performs). ``pg_locks`` includes fast-path
+    locks and prepared transactions (``pid`` NULL).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Sequence
+from datetime import datetime
+from typing import ClassVar
+
+from ..limits import ENTRY_TABLE
+from ..validation import Draft
+from .base import Backend, GapStrategy, InsertOutcome, TransactionEvidence
+
+_COLUMNS = (
+    "kind, idempotency_key, member, verb, object, quantity, context, occurred_at, recorded_at"
+)
+_RETURNED = (
+    "position, kind, idempotency_key, member, verb, object, quantity, context, occurred_at, "
+    "recorded_at"
+)
+
+#: One row: the existence check and the insert in one statement; nothing returned means the
+#: key is there (or a concurrent writer just won it) and the kept row is read next. The
+#: CASTs type the parameters for server-side binding too (``CAST``, not ``::``: a client-side
+#: bound ``-2147483648::integer`` would parse as ``-(2147483648::integer)`` and overflow).
+INSERT_ONE_SQL = f"""
+INSERT INTO tilttek_activity_entry ({_COLUMNS})
+SELECT CAST(%s AS varchar), CAST(%s AS varchar), CAST(%s AS varchar), CAST(%s AS varchar),
+       CAST(%s AS varchar), CAST(%s AS integer), CAST(%s AS jsonb), CAST(%s AS timestamptz),
+       CAST(%s AS timestamptz)
+WHERE NOT EXISTS (
+    SELECT 1 FROM tilttek_activity_entry WHERE idempotency_key = %s AND kind = %s
+)
+ON CONFLICT (idempotency_key, kind) DO NOTHING
+RETURNING position
+"""
+
+#: Many rows: one JSON document parameter (a short statement that PostgreSQL plans in no
+#: time and psycopg quotes in one go, whatever the number of rows). The rows found kept come
+#: back in the same statement.
+INSERT_MANY_SQL = f"""
+WITH draft AS (
+    SELECT *
+    FROM jsonb_to_recordset(%s::jsonb) AS d(
+        ord integer, kind varchar, idempotency_key varchar, member varchar, verb varchar,
+        object varchar, quantity integer, context jsonb, occurred_at timestamptz,
+        recorded_at timestamptz
+    )
+), kept AS (
+    SELECT {", ".join("e." + c for c in _RETURNED.split(", "))}
+    FROM tilttek_activity_entry e
+    JOIN draft d ON e.idempotency_key = d.idempotency_key COLLATE "C" AND e.kind = d.kind
+), written AS (
+    INSERT INTO tilttek_activity_entry ({_COLUMNS})
+    SELECT {", ".join("d." + c for c in _COLUMNS.split(", "))}
+    FROM draft d
+    WHERE NOT EXISTS (
+        SELECT 1 FROM kept k WHERE k.idempotency_key = d.idempotency_key AND k.kind = d.kind
+    )
+    ORDER BY d.ord
+    ON CONFLICT (idempotency_key, kind) DO NOTHING
+    RETURNING position, kind, idempotency_key
+)
+SELECT true, position, kind, idempotency_key, NULL::varchar, NULL::varchar, NULL::varchar,
+       NULL::integer, NULL::jsonb, NULL::timestamptz, NULL::timestamptz
+FROM written
+UNION ALL
+SELECT false, {_RETURNED} FROM kept
+"""
+
+
+EVIDENCE_SQL = """
+WITH here AS (
+    SELECT oid AS db FROM pg_database WHERE datname = current_database()
+), locks AS (
+    SELECT l.virtualtransaction AS vxid,
+           (l.locktype = 'relation' AND l.database = here.db
+            AND l.relation = to_regclass(%s)
+            AND l.mode NOT IN ('AccessShareLock', 'RowShareLock')) AS writes
+    FROM pg_locks l CROSS JOIN here
+    WHERE l.pid IS DISTINCT FROM pg_backend_pid()
+)
+SELECT vxid, bool_or(writes) FROM locks
+WHERE writes OR vxid = ANY(%s::text[])
+GROUP BY vxid
+"""
+
+
+class PostgreSQLBackend(Backend):
+    vendor: ClassVar[str] = "postgresql"
+    gap_strategy: ClassVar[GapStrategy] = "evidence"
+
+    def insert_once(self, drafts: Sequence[Draft]) -> InsertOutcome:
+        outcome = InsertOutcome()
+        if len(drafts) == 1:
+            draft = drafts[0]
+            params = [*self.draft_params(draft), draft.idempotency_key, draft.kind]
+            with self.connection.cursor() as cursor:
+                cursor.execute(INSERT_ONE_SQL, params)
+                row = cursor.fetchone()
+            if row is not None:
+                outcome.created[draft.identity] = row[0]
+            return outcome
+        document = json.dumps(
+            [
+                {
+                    "ord": index,
+                    "kind": draft.kind,
+                    "idempotency_key": draft.idempotency_key,
+                    "member": draft.member,
+                    "verb": draft.verb,
+                    "object": draft.object,
+                    "quantity": draft.quantity,
+                    "context": draft.context,
+                    "occurred_at": draft.occurred_at.isoformat(),
+                    "recorded_at": draft.recorded_at.isoformat(),
+                }
+                for index, draft in enumerate(drafts)
+            ],
+            ensure_ascii=False,
+            separators=(",", ":"),
+        )
+        with self.connection.cursor() as cursor:
+            cursor.execute(INSERT_MANY_SQL, [document])
+            rows = cursor.fetchall()
+        for created, *row in rows:
+            identity = (row[2], row[1])
+            if created:
+                outcome.created[identity] = row[0]
+            else:
+                outcome.kept[identity] = row
+        return outcome
+
+    def max_rows_per_statement(self, params_per_row: int) -> int | None:
+        return None  # one parameter per column, whatever the number of rows
+
+    def create_checkpoint(self, name: str, now: datetime) -> None:
+        with self.connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {self.checkpoint_table} (projection, position, updated_at) "
+                "VALUES (%s, 0, %s) ON CONFLICT (projection) DO NOTHING",
+                [name, self.adapt_datetime(now)],
+            )
+
+    def transaction_evidence(self, known: Collection[str]) -> TransactionEvidence | None:
+        if self.connection.in_atomic_block and not self._reads_fresh_snapshots():
+            # Under REPEATABLE READ the reads that follow would use a snapshot older than
+            # this evidence: it would prove nothing about what they can see.
+            return None
+        with self.connection.cursor() as cursor:
+            cursor.execute(EVIDENCE_SQL, [ENTRY_TABLE, list(known)])
+            rows = cursor.fetchall()
+        known_set = set(known)
+        return TransactionEvidence(
+            writers=frozenset(vxid for vxid, writes in rows if writes),
+            alive=frozenset(vxid for vxid, _ in rows if vxid in known_set),
+        )
+
+    def _reads_fresh_snapshots(self) -> bool:
+        from django.db.backends.postgresql.psycopg_any import IsolationLevel
+
+        level = getattr(self.connection, "isolation_level", None)
+        return level is None or level in (
+            IsolationLevel.READ_UNCOMMITTED,
+            IsolationLevel.READ_COMMITTED,
+        )

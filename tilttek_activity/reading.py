@@ -1,0 +1,155 @@
+"""Reading the journal: ``entries()`` and the SQL filters the admin and rebuilds share.
+
+Every filter is SQL. A verb prefix is compared exactly with ``SUBSTRING(verb, 1, n) = prefix``
+(no ``LIKE``, so ``_`` and ``%`` in a verb mean themselves) and bounded by the range
+``verb >= prefix AND verb < successor(prefix)``, which lets the ``(verb, occurred_at)`` index
+serve it: the binary collation of ``verb`` orders by code point on every database, the
+order the successor is computed in. Rows are read through a raw cursor and decoded by
+:func:`~tilttek_activity.records.decode_row`, so a row that does not decode raises
+:class:`~tilttek_activity.errors.UnexpectedValueError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from django.db import connections, models
+from django.db.models import Q, Value
+from django.db.models.functions import Substr
+from django.db.models.lookups import Exact
+
+from .conf import database_alias
+from .db import backend_for
+from .errors import InvalidActivity
+from .limits import KINDS
+from .records import ActivityEntry, decode_row
+from .references import reference
+from .validation import validate_verb
+
+__all__ = [
+    "MAX_LIMIT",
+    "entries",
+    "period_q",
+    "prefix_successor",
+    "select_entries",
+    "verb_prefix_q",
+]
+
+MAX_LIMIT = 10_000
+_MAX_CODE_POINT = 0x10FFFF
+_SURROGATES = range(0xD800, 0xE000)
+
+
+def entries(
+    member: models.Model | str | None = None,
+    object: models.Model | str | None = None,
+    verb: str | None = None,
+    verb_prefix: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    kind: str | None = "recorded",
+    after_position: int | None = None,
+    limit: int = 100,
+    using: str | None = None,
+) -> list[ActivityEntry]:
+    """Entries matching every given filter, in position order, at most ``limit``.
+
+    ``since`` is inclusive and ``until`` exclusive (on ``occurred_at``); ``kind=None`` returns
+    both kinds; ``after_position`` continues from the last position of the previous page.
+    """
+    q = Q()
+    if member is not None:
+        q &= Q(member=reference(member, field="member"))
+    if object is not None:
+        q &= Q(object=reference(object, field="object"))
+    if verb is not None:
+        q &= Q(verb=validate_verb(verb))
+    if verb_prefix is not None:
+        q &= verb_prefix_q(verb_prefix)
+    q &= period_q(since, until)
+    if kind is not None:
+        if kind not in KINDS:
+            raise InvalidActivity("kind", f"must be one of {KINDS} or None, got {kind!r}")
+        q &= Q(kind=kind)
+    if after_position is not None:
+        if isinstance(after_position, bool) or not isinstance(after_position, int):
+            raise InvalidActivity("after_position", "must be an integer")
+        q &= Q(position__gt=after_position)
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 0 < limit <= MAX_LIMIT:
+        raise InvalidActivity("limit", f"must be an integer between 1 and {MAX_LIMIT}")
+    return select_entries(database_alias(using), q, limit)
+
+
+def verb_prefix_q(prefix: str, field: str = "verb_prefix") -> Q:
+    """Verbs starting with ``prefix``, exactly (binary, case-sensitive, no wildcards)."""
+    prefix = validate_verb(prefix, field)
+    exact = Exact(Substr("verb", 1, len(prefix)), Value(prefix, output_field=models.CharField()))
+    q = Q(exact) & Q(verb__gte=prefix)
+    upper = prefix_successor(prefix)
+    if upper is not None:
+        q &= Q(verb__lt=upper)
+    return q
+
+
+def verbs_q(prefixes: Sequence[str]) -> Q:
+    """Any of several prefixes (a projection's ``verbs``); no filter when empty."""
+    if not prefixes:
+        return Q()
+    q = Q()
+    for prefix in prefixes:
+        q |= verb_prefix_q(prefix, "verbs")
+    return q
+
+
+def prefix_successor(prefix: str) -> str | None:
+    """The smallest string greater than every string starting with ``prefix``, in code-point
+    order; None when there is none (a prefix made only of U+10FFFF)."""
+    chars = list(prefix)
+    while chars and ord(chars[-1]) == _MAX_CODE_POINT:
+        chars.pop()
+    if not chars:
+        return None
+    following = ord(chars[-1]) + 1
+    if following in _SURROGATES:
+        following = _SURROGATES.stop
+    chars[-1] = chr(following)
+    return "".join(chars)
+
+
+def period_q(since: datetime | None, until: datetime | None) -> Q:
+    """``since <= occurred_at < until``; either bound may be None."""
+    q = Q()
+    if since is not None:
+        q &= Q(occurred_at__gte=_aware(since, "since"))
+    if until is not None:
+        q &= Q(occurred_at__lt=_aware(until, "until"))
+    return q
+
+
+def select_entries(alias: str, q: Q, limit: int) -> list[ActivityEntry]:
+    """Run an ORM-built filter through a raw cursor and decode the rows ourselves."""
+    from .models import Entry
+
+    backend = backend_for(alias)
+    query = (
+        Entry.objects.using(alias)
+        .filter(q)
+        .order_by("position")
+        .values_list(*backend.select_fields())[:limit]
+    )
+    sql, params = query.query.get_compiler(using=alias).as_sql()
+    with connections[alias].cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    tz = backend.timezone
+    return [decode_row(row, tz) for row in rows]
+
+
+def _aware(value: Any, field: str) -> datetime:
+    if not isinstance(value, datetime):
+        raise InvalidActivity(field, f"must be a datetime, got {type(value).__name__}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise InvalidActivity(field, "must be timezone-aware (naive datetimes are refused)")
+    return value
