@@ -173,42 +173,49 @@ def take_lease(
     return Claim(lease, first)
 
 
-def claim_runnable(cursor: Any, dialect: Any, lease: LeaseRow) -> MessageRow | None:
+def claim_runnable(
+    cursor: Any, dialect: Any, lease: LeaseRow, claimed: MessageRow | None = None
+) -> MessageRow | None:
     """Claim the next message; one whose attempts were all used by processes that died
     during its turn (the claim counts an attempt beyond ``max_attempts``) goes to its dead
-    letter instead of running again, and the next one is claimed."""
+    letter instead of running again, and the next one is claimed. ``claimed`` is a message
+    the caller already claimed with the same statement."""
     while True:
-        message = dialect.claim_next(cursor, lease)
+        message = claimed if claimed is not None else dialect.claim_next(cursor, lease)
+        claimed = None
         if message is None or message.attempt_count <= message.max_attempts:
             return message
-        attempts = message.attempt_count - 1
-        error = {
-            "class": "solid_objects.errors.LostActivation",
-            "message": f"the process running this turn stopped during each of its "
-            f"{attempts} attempts",
-            "backtrace": [],
-        }
-        cursor.execute(
-            f"UPDATE {dialect.t_messages} SET attempt_count = %s WHERE id = %s",
-            [attempts, message.id],
-        )
-        dialect.dead_letter(
-            cursor,
-            instance_id=lease.instance_id,
-            message_id=message.id,
-            claimed=True,
-            error=payloads.encode(error),
-            exception_class=error["class"],
-            exception_message=error["message"],
-            backtrace="[]",
-        )
-        signals.send(
-            signals.message_dead_lettered,
-            actor_type=lease.actor_type,
-            actor_id=lease.actor_id,
-            message_id=message.id,
-            attempt=attempts,
-        )
+        _dead_letter_exhausted(cursor, dialect, lease, message)
+
+
+def _dead_letter_exhausted(cursor: Any, dialect: Any, lease: LeaseRow, message: MessageRow) -> None:
+    attempts = message.attempt_count - 1
+    error = {
+        "class": "solid_objects.errors.LostActivation",
+        "message": f"the process running this turn stopped during each of its {attempts} attempts",
+        "backtrace": [],
+    }
+    cursor.execute(
+        f"UPDATE {dialect.t_messages} SET attempt_count = %s WHERE id = %s",
+        [attempts, message.id],
+    )
+    dialect.dead_letter(
+        cursor,
+        instance_id=lease.instance_id,
+        message_id=message.id,
+        claimed=True,
+        error=payloads.encode(error),
+        exception_class=error["class"],
+        exception_message=error["message"],
+        backtrace="[]",
+    )
+    signals.send(
+        signals.message_dead_lettered,
+        actor_type=lease.actor_type,
+        actor_id=lease.actor_id,
+        message_id=message.id,
+        attempt=attempts,
+    )
 
 
 def activate(alias: str, claim: Claim, cache: ActivationCache | None = None) -> Activation:
@@ -602,6 +609,33 @@ def _commit_group(
     revision = (
         successful[-1].message.sequence if successful and write_state else lease.state_revision
     )
+    completions = [
+        Completion(
+            message_id=o.message.id,
+            result=o.result_json if o.kind == "completed" else None,
+            rejection=payloads.encode(o.rejection.as_dict(), what="rejection")
+            if o.kind == "rejected" and o.rejection is not None
+            else None,
+            claimed=o is first,
+        )
+        for o in outcomes
+        if o.kind != "failed"
+    ]
+    if (
+        dialect.single_statement_commit
+        and not connection.in_atomic_block
+        and outcomes[-1].kind != "failed"
+        and not any(o.staged or o.broadcasts for o in outcomes)
+    ):
+        return _commit_group_in_one_statement(
+            activation,
+            dialect,
+            completions,
+            revision=revision,
+            write_state=write_state,
+            keep_going=keep_going,
+            yield_head=yield_head,
+        )
     with transaction.atomic(using=alias), connection.cursor() as cursor:
         fenced = dialect.fence(
             cursor,
@@ -618,18 +652,6 @@ def _commit_group(
                 f"{lease.actor_type}/{lease.actor_id}: the activation (generation "
                 f"{lease.generation}) was lost before its commit; nothing was written"
             )
-        completions = [
-            Completion(
-                message_id=o.message.id,
-                result=o.result_json if o.kind == "completed" else None,
-                rejection=payloads.encode(o.rejection.as_dict(), what="rejection")
-                if o.kind == "rejected" and o.rejection is not None
-                else None,
-                claimed=o is first,
-            )
-            for o in outcomes
-            if o.kind != "failed"
-        ]
         dialect.complete(cursor, completions)
         for outcome in outcomes:
             if outcome.kind == "completed" and outcome.staged:
@@ -648,6 +670,54 @@ def _commit_group(
             dialect.yield_head(cursor, lease.instance_id)
     activation.dirty = False
     lease.state_revision = revision
+    return next_message
+
+
+def _commit_group_in_one_statement(
+    activation: Activation,
+    dialect: Any,
+    completions: list[Completion],
+    *,
+    revision: int,
+    write_state: bool,
+    keep_going: bool,
+    yield_head: bool,
+) -> MessageRow | None:
+    """The common case on PostgreSQL: a group that staged nothing commits in one statement,
+    and the next turn is claimed by a second one (each its own transaction)."""
+    settings = get_settings()
+    lease = activation.lease
+    connection = connections[activation.alias]
+    with connection.cursor() as cursor:
+        fenced, next_message = dialect.commit_group(
+            cursor,
+            lease,
+            claimed_message_id=completions[0].message_id,
+            state=activation.state_json if write_state else None,
+            state_version=activation.stored_state_version,
+            state_revision=revision,
+            release=not keep_going,
+            lease_seconds=settings.LEASE_DURATION,
+            completions=completions,
+            claim_next=keep_going,
+        )
+        if not fenced:
+            raise LostActivation(
+                f"{lease.actor_type}/{lease.actor_id}: the activation (generation "
+                f"{lease.generation}) was lost before its commit; nothing was written"
+            )
+        activation.dirty = False
+        lease.state_revision = revision
+        if keep_going:
+            if next_message is not None and next_message.attempt_count > next_message.max_attempts:
+                with transaction.atomic(using=activation.alias):
+                    next_message = claim_runnable(cursor, dialect, lease, next_message)
+                    if next_message is None:
+                        dialect.release(cursor, lease)
+            elif next_message is None:
+                dialect.release(cursor, lease)
+        elif yield_head:
+            dialect.yield_head(cursor, lease.instance_id)
     return next_message
 
 

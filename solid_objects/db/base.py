@@ -85,6 +85,8 @@ class Dialect:
     json = "%s"
     #: Row-locking suffix used when claiming (empty where writers are serialised).
     skip_locked = " FOR UPDATE SKIP LOCKED"
+    #: Whether :meth:`commit_group` exists (one autocommit statement per group).
+    single_statement_commit = False
     for_update = " FOR UPDATE"
     supports_returning = False
     #: The deepest nesting of arrays/objects a JSON column accepts (checked before writing).

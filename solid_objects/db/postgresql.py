@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from .base import MESSAGE_COLUMNS, Dialect, LeaseRow, MessageRow
+from .base import MESSAGE_COLUMNS, Completion, Dialect, LeaseRow, MessageRow
 
 NOTIFY_CHANNEL = "solid_objects"
 
@@ -231,6 +231,120 @@ class PostgreSQLDialect(Dialect):
             )
         fenced, unclaimed = cursor.fetchone()
         return bool(fenced == 1 and unclaimed == 1)
+
+    #: A group without outbox rows commits in one autocommit statement (see commit_group).
+    single_statement_commit = True
+
+    def commit_group(
+        self,
+        cursor: Any,
+        lease: LeaseRow,
+        *,
+        claimed_message_id: int,
+        state: str | None,
+        state_version: int,
+        state_revision: int,
+        release: bool,
+        lease_seconds: float,
+        completions: Sequence[Completion],
+        claim_next: bool,
+    ) -> tuple[bool, MessageRow | None]:
+        """The whole fenced commit of a group, and the claim of the next turn, in ONE
+        statement run in autocommit: one round trip and one commit per group.
+
+        ``f`` (the fence) checks owner, token, generation, the unexpired lease and that the
+        claimed row is still ours, and takes the instance row lock; every other part joins
+        on it, so if the fence fails nothing at all is written. The claimed row is moved to
+        the next message (``cu``) or deleted when there is none (``cd``); updating it in
+        place keeps the one-claim-per-actor unique index out of the statement's way. The
+        next message is the actor's lowest-sequence ready row outside the group, and only
+        if it is due (strict order).
+        """
+        sets, params = self._fence_sets(
+            state, state_version, state_revision, release, lease_seconds
+        )
+        rows = ", ".join(["(%s::bigint, %s::text, %s::text, %s::int)"] * len(completions))
+        values: list[Any] = []
+        followers: list[int] = []
+        for completion in completions:
+            values.extend(
+                [
+                    completion.message_id,
+                    completion.result,
+                    completion.rejection,
+                    0 if completion.claimed else 1,
+                ]
+            )
+            if not completion.claimed:
+                followers.append(completion.message_id)
+        fence = (
+            f"f AS (UPDATE {self.t_instances} SET {sets} WHERE id = %s "
+            "AND activation_owner_id = %s AND activation_token = %s "
+            "AND activation_generation = %s AND activation_expires_at > now() "
+            f"AND EXISTS (SELECT 1 FROM {self.t_claimed} WHERE instance_id = %s "
+            "AND message_id = %s AND activation_token = %s) RETURNING id), "
+            f"d AS (UPDATE {self.t_messages} m SET result = v.result::jsonb, "
+            "rejection = v.rejection::jsonb, "
+            "rejected_at = CASE WHEN v.rejection IS NULL THEN m.rejected_at ELSE now() END, "
+            "attempt_count = m.attempt_count + v.bump, "
+            "started_at = COALESCE(m.started_at, now()), completed_at = now(), "
+            f"updated_at = now() FROM (VALUES {rows}) AS v(id, result, rejection, bump), f "
+            "WHERE m.id = v.id RETURNING m.id), "
+            f"r AS (DELETE FROM {self.t_ready} r USING f WHERE r.message_id = ANY(%s) "
+            "RETURNING r.message_id)"
+        )
+        fence_params = [
+            *params,
+            lease.instance_id,
+            lease.owner_id,
+            lease.token,
+            lease.generation,
+            lease.instance_id,
+            claimed_message_id,
+            lease.token,
+            *values,
+            followers,
+        ]
+        if not claim_next:
+            cursor.execute(
+                f"WITH {fence}, u AS (DELETE FROM {self.t_claimed} c USING f "
+                "WHERE c.instance_id = f.id AND c.message_id = %s RETURNING c.message_id) "
+                "SELECT (SELECT COUNT(*) FROM f), (SELECT COUNT(*) FROM u), "
+                "(SELECT COUNT(*) FROM d), (SELECT COUNT(*) FROM r)",
+                [*fence_params, claimed_message_id],
+            )
+            fenced, unclaimed, _done, _dropped = cursor.fetchone()
+            return bool(fenced == 1 and unclaimed == 1), None
+        columns = ", ".join(f"n.{c.strip()}" for c in MESSAGE_COLUMNS.split(","))
+        columns = columns.replace("n.arguments", "n.arguments::text")
+        cursor.execute(
+            f"WITH {fence}, "
+            f"head AS (SELECT h.id, h.message_id, h.available_at FROM {self.t_ready} h, f "
+            "WHERE h.instance_id = f.id AND h.message_id <> ALL(%s) "
+            "ORDER BY h.sequence LIMIT 1), "
+            f"moved AS (DELETE FROM {self.t_ready} x USING head WHERE x.id = head.id "
+            "AND head.available_at <= now() RETURNING x.message_id), "
+            f"cu AS (UPDATE {self.t_claimed} c SET message_id = moved.message_id, "
+            "claimed_at = now() FROM moved, f WHERE c.instance_id = f.id "
+            "AND c.message_id = %s RETURNING c.message_id), "
+            f"cd AS (DELETE FROM {self.t_claimed} c USING f WHERE c.instance_id = f.id "
+            "AND c.message_id = %s AND NOT EXISTS (SELECT 1 FROM moved) "
+            "RETURNING c.message_id), "
+            f"nxt AS (UPDATE {self.t_messages} n SET attempt_count = n.attempt_count + 1, "
+            "started_at = now(), updated_at = now() FROM moved "
+            f"WHERE n.id = moved.message_id RETURNING {columns}) "
+            "SELECT (SELECT COUNT(*) FROM f), "
+            "(SELECT COUNT(*) FROM cu) + (SELECT COUNT(*) FROM cd), "
+            "(SELECT COUNT(*) FROM d), (SELECT COUNT(*) FROM r), nxt.* "
+            "FROM (SELECT 1) AS one LEFT JOIN nxt ON TRUE",
+            [*fence_params, followers, claimed_message_id, claimed_message_id],
+        )
+        row = cursor.fetchone()
+        fenced, unclaimed = row[0], row[1]
+        if not (fenced == 1 and unclaimed == 1):
+            return False, None
+        next_message = None if row[4] is None else self._message_from_row(row[4:])
+        return True, next_message
 
     def state_unless_cached(
         self, alias: str, cached: dict[int, int] | None, instance_ids: Sequence[int]

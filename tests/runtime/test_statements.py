@@ -21,7 +21,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 #: vendor -> (enqueue, warm turn one commit per turn, warm turn grouped, warm sync call)
 BOUNDS = {
-    "postgresql": (4, 6, 1.0, 12),  # the targets
+    # FIGURES.md targets are 4 / 6 / 12; one autocommit statement per fenced commit
+    # (which also claims the next turn) brought PostgreSQL to 4 / 1.1 / 0.2 / 8.
+    "postgresql": (4, 1.5, 0.5, 8),
     "mysql": (6, 11, 1.5, 22),  # recorded: 6, 10.2, 0.97, 22
     "sqlite": (5, 11, 1.5, 19),  # recorded: 5, 10.2, 0.91, 19
 }

@@ -29,7 +29,20 @@ LONG_DELAY = "tests.runtime.helpers.long_delay"
 
 
 def commits(queries: CaptureQueriesContext) -> int:
-    return sum(1 for q in queries.captured_queries if q["sql"].strip().upper() == "COMMIT")
+    """Transactions that committed: explicit ``COMMIT``s, plus writing statements run in
+    autocommit (PostgreSQL commits a group and claims the next turn in one statement)."""
+    count = 0
+    in_transaction = False
+    for query in queries.captured_queries:
+        sql = query["sql"].strip().upper()
+        if sql.startswith("BEGIN"):
+            in_transaction = True
+        elif sql in ("COMMIT", "ROLLBACK"):
+            count += sql == "COMMIT"
+            in_transaction = False
+        elif not in_transaction and not sql.startswith(("SELECT", "PRAGMA", "SET", "SHOW")):
+            count += 1
+    return count
 
 
 # -- retries and dead letters --------------------------------------------------------------------
