@@ -366,8 +366,9 @@ class EffectAdmin(ReadOnlyAdmin):
         alias = get_settings().DATABASE
         count = sum(
             retry_dead_effect(effect_id, using=alias)
-            for effect_id in queryset.filter(status=Effect.Status.DEAD)
-            .values_list("effect_id", flat=True)
+            for effect_id in queryset.filter(status=Effect.Status.DEAD).values_list(
+                "effect_id", flat=True
+            )
         )
         self.message_user(request, f"Retrying {count} dead effect(s).", messages.SUCCESS)
 

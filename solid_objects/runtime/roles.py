@@ -27,6 +27,7 @@ logger = logging.getLogger("solid_objects")
 #: How many due ready rows one scan looks at for candidate actors.
 CANDIDATE_WINDOW = 64
 
+
 def stale_scan_interval() -> float:
     """How often the actor role looks for claims whose lease expired: half a lease, so an
     abandoned turn waits at most 1.5 leases, and an idle role stays under one query/s."""

@@ -46,8 +46,9 @@ def test_dead_letter_list_and_detail(admin_client_logged_in: Client, solid_setti
     assert b"Retry" in detail.content
 
 
-def test_retry_button_is_idempotent_and_audited(admin_client_logged_in: Client,
-                                                solid_settings: Any) -> None:
+def test_retry_button_is_idempotent_and_audited(
+    admin_client_logged_in: Client, solid_settings: Any
+) -> None:
     dead = _dead_letter("admin-retry", solid_settings)
     url = reverse("admin:solid_objects_deadletter_retry", args=[dead.pk])
     for _ in range(2):
@@ -69,8 +70,11 @@ def test_bulk_retry_action(admin_client_logged_in: Client, solid_settings: Any) 
     data = {"action": "retry_selected", "_selected_action": [first.pk, second.pk]}
     admin_client_logged_in.post(url, data)
     admin_client_logged_in.post(url, data)
-    keys = set(Message.objects.filter(idempotency_key__startswith="dead-letter:")
-               .values_list("idempotency_key", flat=True))
+    keys = set(
+        Message.objects.filter(idempotency_key__startswith="dead-letter:").values_list(
+            "idempotency_key", flat=True
+        )
+    )
     assert keys == {f"dead-letter:{first.pk}", f"dead-letter:{second.pk}"}
     assert Message.objects.filter(idempotency_key__startswith="dead-letter:").count() == 2
 
@@ -97,8 +101,15 @@ def test_instance_admin_pause_and_resume(admin_client_logged_in: Client) -> None
 
 def test_read_only_admins_render(admin_client_logged_in: Client) -> None:
     Counter.ref("admin-pages").add(1)
-    for model in ("message", "instance", "reminder", "effect", "broadcast", "process",
-                  "deadletter"):
+    for model in (
+        "message",
+        "instance",
+        "reminder",
+        "effect",
+        "broadcast",
+        "process",
+        "deadletter",
+    ):
         response = admin_client_logged_in.get(reverse(f"admin:solid_objects_{model}_changelist"))
         assert response.status_code == 200, model
         add = admin_client_logged_in.get(reverse(f"admin:solid_objects_{model}_add"))
