@@ -83,6 +83,11 @@ LOGIN_URL = "admin:login"
 
 # The two apps' settings (every key is optional; see docs/settings.md).
 SOLID_OBJECTS: dict[str, object] = {}
+
+# The broadcast role delivers observable changes (the cart's item count) to Channels groups.
+# The in-memory layer keeps the demo dependency-free; a site with live pages uses a shared
+# layer such as channels_redis so the web processes receive what the workers send.
+CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 TILTTEK_ACTIVITY: dict[str, object] = {}
 
 LOGGING = {

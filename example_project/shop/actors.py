@@ -1,0 +1,132 @@
+"""The shop's cart actor and the fake payment provider it pays through.
+
+One cart per visitor (the actor id is the session key). Every change is a message; the
+cart's state is JSON in the ``solid_objects`` tables; checkout goes out through the effect
+outbox and comes back as a success or failure callback; a reminder expires a cart that was
+left alone.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+import solid_objects
+from solid_objects import Actor, attribute, observable, query
+
+from .catalog import PRODUCTS_BY_ID
+
+#: A cart nobody touched for this long is emptied (``SHOP_ABANDON_SECONDS`` for the demo).
+ABANDON_AFTER = timedelta(seconds=float(os.environ.get("SHOP_ABANDON_SECONDS", 30 * 60)))
+#: The fake provider declines payments above this amount, so failures are easy to try.
+DECLINE_ABOVE = Decimal("100")
+
+
+class ShoppingCart(Actor):
+    actor_type = "shop.cart"
+    instance_retention = timedelta(days=90)
+
+    items = attribute(default=list)  # [{"product_id": ..., "quantity": ...}]
+    status = attribute(default="open")  # open | paying | paid | payment_failed | expired
+    order = attribute(default=None)  # the last checkout: total, payment id, outcome
+
+    def add_item(self, product_id: str, quantity: int = 1) -> int:
+        if self.status == "paying":
+            self.reject("cart_closed", "This cart is being paid for.", {"status": self.status})
+        if product_id not in PRODUCTS_BY_ID:
+            self.reject("unknown_product", f"There is no product {product_id!r}.")
+        if not 1 <= quantity <= 99:
+            self.reject("bad_quantity", "Quantities go from 1 to 99.", {"quantity": quantity})
+        items = [dict(item) for item in self.items]
+        for item in items:
+            if item["product_id"] == product_id:
+                item["quantity"] = min(item["quantity"] + quantity, 99)
+                break
+        else:
+            items.append({"product_id": product_id, "quantity": quantity})
+        self.items = items
+        self.status = "open"
+        # One named reminder: every change moves it, so it fires only after real inactivity.
+        self.schedule(delay=ABANDON_AFTER, key="abandoned").expire()
+        return self.item_count()
+
+    def remove_item(self, product_id: str) -> int:
+        if self.status == "paying":
+            self.reject("cart_closed", "This cart is being paid for.", {"status": self.status})
+        self.items = [item for item in self.items if item["product_id"] != product_id]
+        return self.item_count()
+
+    def checkout(self) -> dict[str, Any]:
+        if not self.items:
+            self.reject("empty_cart", "Add something to your cart first.")
+        if self.status == "paying":
+            self.reject("already_paying", "This cart is already being paid for.")
+        total = sum(
+            PRODUCTS_BY_ID[item["product_id"]].price * item["quantity"] for item in self.items
+        )
+        payment = self.emit(
+            "shop.charge_card",
+            on_success="payment_succeeded",
+            on_failure="payment_failed",
+            amount=str(total),
+            currency="EUR",
+            cart=self.actor_id,
+        )
+        self.status = "paying"
+        self.order = {"total": str(total), "payment_id": payment.effect_id, "outcome": None}
+        self.unschedule("expire", key="abandoned")
+        return dict(self.order)
+
+    def payment_succeeded(
+        self, effect_id: str, arguments: dict[str, Any], result: dict[str, Any]
+    ) -> None:
+        self.status = "paid"
+        self.items = []
+        self.order = {
+            **(self.order or {}),
+            "outcome": "paid",
+            "confirmation": result.get("confirmation"),
+        }
+
+    def payment_failed(
+        self, effect_id: str, arguments: dict[str, Any], error: dict[str, Any]
+    ) -> None:
+        self.status = "payment_failed"  # the items stay: the visitor may try again...
+        self.schedule(delay=ABANDON_AFTER, key="abandoned").expire()  # ...or abandon them
+        self.order = {
+            **(self.order or {}),
+            "outcome": "failed",
+            "error": error.get("message", "payment failed"),
+        }
+
+    def expire(self) -> None:
+        if self.status in ("open", "payment_failed") and self.items:
+            self.items = []
+            self.status = "expired"
+
+    @query
+    def summary(self) -> dict[str, Any]:
+        return {"items": self.items, "status": self.status, "order": self.order}
+
+    @observable(broadcast="value")
+    def item_count(self) -> int:
+        return sum(item["quantity"] for item in self.items)
+
+
+class PaymentDeclined(Exception):
+    """The fake provider said no; retrying would not change its mind."""
+
+    retryable = False
+
+
+@solid_objects.effect("shop.charge_card")
+def charge_card(arguments: dict[str, Any], context: Any) -> dict[str, Any]:
+    """A fake payment provider. A real one would get ``context.effect_id`` as its
+    idempotency key, so a redelivered effect never charges twice."""
+    time.sleep(0.3)  # the network
+    if Decimal(arguments["amount"]) > DECLINE_ABOVE:
+        raise PaymentDeclined(f"card declined: {arguments['amount']} EUR is over the demo limit")
+    return {"confirmation": f"PAY-{context.effect_id[:8].upper()}"}

@@ -1,0 +1,81 @@
+"""A scripted visit of the example shop, used by the test suite (``tests/test_example_project``):
+add to the cart, check out twice (one payment declined, one accepted), let the cart be
+abandoned, and check the cart, the journal and the projection after each step.
+
+Run as ``python example_project/manage.py shell -c "from shop.walkthrough import main; main()"``.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.test import Client
+from django.utils import timezone
+
+from solid_objects.testing import run_due_reminders, run_pending_effects
+from tilttek_activity import catch_up, entries
+
+from .actors import ShoppingCart
+from .models import MemberCounter
+
+
+def _check(condition: bool, what: str) -> None:
+    if not condition:
+        raise SystemExit(f"walkthrough failed: {what}")
+    print(f"ok: {what}")
+
+
+def main() -> None:
+    client = Client(HTTP_HOST="127.0.0.1")
+    page = client.get("/")
+    _check(page.status_code == 200 and b"Products" in page.content, "the home page renders")
+    cart_id = client.session.session_key
+    member = f"visitor:{cart_id}"
+
+    for product, times in (("shirt", 2), ("hat", 1)):
+        for n in range(times):
+            client.post(f"/cart/add/{product}/", {"form_token": f"t-{product}-{n}"})
+    client.post("/cart/add/shirt/", {"form_token": "t-shirt-1"})  # a resubmitted form
+    cart = ShoppingCart.ref(cart_id).snapshot()
+    _check(
+        cart.items
+        == [{"product_id": "shirt", "quantity": 2}, {"product_id": "hat", "quantity": 1}],
+        "sync calls changed the cart; a resubmitted form added nothing",
+    )
+    recorded = [e.verb for e in entries(member=member)]
+    _check(recorded == ["cart.item_added"] * 3, "each add is recorded once per form token")
+
+    client.post("/cart/checkout/", {"form_token": "t-checkout-1"})
+    _check(ShoppingCart.ref(cart_id).snapshot().status == "paying", "checkout emits a payment")
+    run_pending_effects()
+    ShoppingCart.ref(cart_id).summary()  # runs the callback the effect enqueued
+    cart = ShoppingCart.ref(cart_id).snapshot()
+    _check(
+        cart.status == "paid" and cart.order["confirmation"].startswith("PAY-"),
+        "the payment succeeded and its callback reached the cart",
+    )
+
+    for n in range(7):
+        client.post("/cart/add/shirt/", {"form_token": f"t-big-{n}"})
+    client.post("/cart/checkout/", {"form_token": "t-checkout-2"})
+    run_pending_effects()
+    ShoppingCart.ref(cart_id).summary()
+    cart = ShoppingCart.ref(cart_id).snapshot()
+    _check(
+        cart.status == "payment_failed" and "declined" in cart.order["error"],
+        "a declined payment reaches the cart's failure callback; the items stay",
+    )
+
+    run_due_reminders(at=timezone.now() + timedelta(days=1))
+    ShoppingCart.ref(cart_id).summary()
+    cart = ShoppingCart.ref(cart_id).snapshot()
+    _check(cart.status == "expired" and cart.items == [], "the abandoned cart expired by reminder")
+
+    catch_up()
+    counters = dict(MemberCounter.objects.filter(member=member).values_list("verb", "count"))
+    _check(
+        counters == {"cart.item_added": 10, "order.placed": 2},
+        "the projection counted every step exactly once",
+    )
+    feed = client.get("/feed/")
+    _check(feed.status_code == 200 and b"order.placed" in feed.content, "the feed page lists it")
