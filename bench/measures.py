@@ -155,15 +155,24 @@ def _wait_drained(timeout: float) -> None:
         time.sleep(0.05)
 
 
-def _processing_rate() -> tuple[float, int]:
-    """Messages per second between the first start and the last completion (DB clock)."""
+def _max_message_id() -> int:
+    from solid_objects.conf import table
+
+    messages = connection.ops.quote_name(table("messages"))
+    return int(_scalar(f"SELECT COALESCE(MAX(id), 0) FROM {messages}"))
+
+
+def _processing_rate(after_id: int = 0) -> tuple[float, int]:
+    """Messages per second between the first start and the last completion (DB clock) of
+    the messages after ``after_id``: what the workers ran, not the set-up."""
     from solid_objects.conf import table
 
     messages = connection.ops.quote_name(table("messages"))
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT MIN(started_at), MAX(completed_at), COUNT(*) FROM {messages} "
-            "WHERE completed_at IS NOT NULL"
+            "WHERE completed_at IS NOT NULL AND id > %s",
+            [after_id],
         )
         first, last, count = cursor.fetchone()
     seconds = max((_as_dt(last) - _as_dt(first)).total_seconds(), 1e-6)
@@ -303,10 +312,11 @@ def _drain(
     reset()
     if prepare is not None:
         prepare()  # a sync call: committed when it returns
+    watermark = _max_message_id()
     _fill(actors, per_actor, label.replace(" ", "-"))
     with workers(worker_count, overrides):
         _wait_drained(timeout=300)
-    rate, count = _processing_rate()
+    rate, count = _processing_rate(watermark)
     return Result(
         label, rate, "msg/s", baseline, extra={"messages": count, "workers": worker_count}
     )

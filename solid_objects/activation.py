@@ -124,6 +124,7 @@ class Activation:
     stored_state_version: int
     dirty: bool = False  # state must be written even if no turn changed it (migration)
     first: MessageRow | None = None  # the turn claimed together with the lease
+    more_due: bool = True  # whether a due message follows it (False: no read-ahead)
     started_at: float = field(default_factory=time.monotonic)
     observed: dict[str, Any] = field(default_factory=dict)
 
@@ -246,9 +247,54 @@ def acquire(
 ) -> Activation | None:
     """Take a lease and claim its first turn in one short transaction, then activate."""
     connection = connections[alias]
+    dialect = dialect_for(connection)
+    if dialect.single_statement_commit and not connection.in_atomic_block:
+        return _acquire_in_one_statement(alias, dialect, owner_id, instance_ids, cache)
     with transaction.atomic(using=alias), connection.cursor() as cursor:
         claim = take_lease(cursor, alias, owner_id, instance_ids, cache)
     return None if claim is None else activate(alias, claim, cache)
+
+
+def _acquire_in_one_statement(
+    alias: str,
+    dialect: Any,
+    owner_id: str,
+    instance_ids: list[int],
+    cache: ActivationCache | None,
+) -> Activation | None:
+    """PostgreSQL: lease and first claim in one autocommit statement; the rare cases (a
+    claim left by a dead activation, a message out of attempts, nothing due) finish in a
+    short transaction."""
+    connection = connections[alias]
+    with connection.cursor() as cursor:
+        got = dialect.acquire_and_claim(
+            cursor,
+            instance_ids,
+            owner_id=owner_id,
+            token=str(uuid.uuid4()),
+            lease_seconds=get_settings().LEASE_DURATION,
+            cached=cache.revisions_of(instance_ids) if cache is not None else None,
+        )
+        if got is None:
+            return None
+        lease, first, more_due = got
+        if lease.has_stale_claim or (
+            first is not None and first.attempt_count > first.max_attempts
+        ):
+            with transaction.atomic(using=alias):
+                if lease.has_stale_claim:
+                    _recover_stale_claim(cursor, dialect, lease)
+                first = claim_runnable(cursor, dialect, lease, first)
+                if first is None:
+                    dialect.release(cursor, lease)
+            more_due = True
+        elif first is None:
+            dialect.release(cursor, lease)
+    if first is None:
+        return None
+    activation = activate(alias, Claim(lease, first), cache)
+    activation.more_due = more_due
+    return activation
 
 
 def _recover_stale_claim(cursor: Any, dialect: Any, lease: LeaseRow) -> None:
@@ -422,7 +468,8 @@ def run_pass(
         group_size = 1 if solo else settings.MAX_TURNS_PER_COMMIT
         group_size = max(1, min(group_size, max_messages - result.processed))
         followers: list[MessageRow] = []
-        if group_size > 1 and first.id != stop_after:
+        more_due, activation.more_due = activation.more_due, True
+        if group_size > 1 and first.id != stop_after and more_due:
             with connection.cursor() as cursor:
                 followers = dialect.prefetch(
                     cursor, lease.instance_id, first.sequence, group_size - 1
@@ -708,14 +755,12 @@ def _commit_group_in_one_statement(
             )
         activation.dirty = False
         lease.state_revision = revision
-        if keep_going:
-            if next_message is not None and next_message.attempt_count > next_message.max_attempts:
-                with transaction.atomic(using=activation.alias):
-                    next_message = claim_runnable(cursor, dialect, lease, next_message)
-                    if next_message is None:
-                        dialect.release(cursor, lease)
-            elif next_message is None:
-                dialect.release(cursor, lease)
+        # With nothing due after the group the statement released the lease itself.
+        if next_message is not None and next_message.attempt_count > next_message.max_attempts:
+            with transaction.atomic(using=activation.alias):
+                next_message = claim_runnable(cursor, dialect, lease, next_message)
+                if next_message is None:
+                    dialect.release(cursor, lease)
         elif yield_head:
             dialect.yield_head(cursor, lease.instance_id)
     return next_message

@@ -63,6 +63,10 @@ if _vendor == "sqlite3":
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         }
     )
+elif _vendor == "postgresql" and os.environ.get("SOLID_TEST_PG_SERVER_BINDING"):
+    # The recommended production options (docs/install.md): server-side binding, and
+    # prepared statements for the runtime's hot statements.
+    _db.setdefault("OPTIONS", {}).update({"server_side_binding": True, "prepare_threshold": 2})
 elif _vendor == "mysql":
     _db.setdefault("OPTIONS", {}).update({"charset": "utf8mb4"})
     _db["TEST"] = {"CHARSET": "utf8mb4", "COLLATION": "utf8mb4_unicode_ci"}

@@ -159,6 +159,79 @@ class PostgreSQLDialect(Dialect):
         row = cursor.fetchone()
         return None if row is None else self._lease_from_row(row, owner_id, token)
 
+    def acquire_and_claim(
+        self,
+        cursor: Any,
+        instance_ids: Sequence[int],
+        *,
+        owner_id: str,
+        token: str,
+        lease_seconds: float,
+        cached: dict[int, int] | None = None,
+    ) -> tuple[LeaseRow, MessageRow | None, bool] | None:
+        """Lease a free candidate and claim its first due turn in ONE autocommit statement.
+
+        Returns the lease, the claimed message (``None`` when the head is not due, or when a
+        dead activation left a claimed row: the caller then recovers it in a transaction)
+        and whether another due message follows (so a group knows whether to read ahead).
+        """
+        if not instance_ids:
+            return None
+        t = self.t_instances
+        state_sql, state_params = self.state_unless_cached("i", cached, instance_ids)
+        order_sql, order_params = "", []
+        if len(instance_ids) > 1:
+            order_sql, order_params = (
+                " ORDER BY array_position(%s::bigint[], id)",
+                [list(instance_ids)],
+            )
+        columns = ", ".join(f"n.{c.strip()}" for c in MESSAGE_COLUMNS.split(","))
+        columns = columns.replace("n.arguments", "n.arguments::text")
+        cursor.execute(
+            f"WITH i AS (UPDATE {t} AS i SET activation_owner_id = %s, activation_token = %s, "
+            "activation_expires_at = now() + %s * interval '1 microsecond', "
+            "activation_generation = i.activation_generation + 1, "
+            "activated_at = now(), last_claimed_at = now(), updated_at = now() "
+            f"WHERE i.id = (SELECT id FROM {t} WHERE id = ANY(%s) AND paused_at IS NULL "
+            f"AND (activation_token IS NULL OR activation_expires_at <= now()){order_sql} "
+            "LIMIT 1 FOR UPDATE SKIP LOCKED) "
+            f"RETURNING i.id, i.actor_type, i.actor_id, {state_sql} AS state, "
+            "i.state_version, i.state_revision, i.activation_generation, "
+            f"EXISTS (SELECT 1 FROM {self.t_claimed} c WHERE c.instance_id = i.id) AS stale), "
+            f"head AS (SELECT h.id, h.available_at FROM {self.t_ready} h, i "
+            "WHERE h.instance_id = i.id AND NOT i.stale ORDER BY h.sequence LIMIT 1), "
+            f"moved AS (DELETE FROM {self.t_ready} x USING head WHERE x.id = head.id "
+            "AND head.available_at <= now() RETURNING x.message_id), "
+            f"cl AS (INSERT INTO {self.t_claimed} (message_id, instance_id, process_id, "
+            "activation_token, activation_generation, claimed_at) "
+            "SELECT moved.message_id, i.id, %s, %s, i.activation_generation, now() "
+            "FROM moved, i RETURNING message_id), "
+            f"m AS (UPDATE {self.t_messages} n SET attempt_count = n.attempt_count + 1, "
+            "started_at = now(), updated_at = now() FROM cl WHERE n.id = cl.message_id "
+            f"RETURNING {columns}) "
+            "SELECT i.id, i.actor_type, i.actor_id, i.state, i.state_version, "
+            "i.state_revision, i.activation_generation, i.stale, m.*, "
+            f"(SELECT COUNT(*) FROM (SELECT 1 FROM {self.t_ready} d WHERE d.instance_id = i.id "
+            "AND d.available_at <= now() LIMIT 2) AS z) > (SELECT COUNT(*) FROM moved) "
+            "FROM i LEFT JOIN m ON TRUE",
+            [
+                owner_id,
+                token,
+                int(lease_seconds * 1_000_000),
+                list(instance_ids),
+                *order_params,
+                *state_params,
+                owner_id,
+                token,
+            ],
+        )
+        row = cursor.fetchone()
+        if row is None:
+            return None
+        lease = self._lease_from_row(row[:8], owner_id, token)
+        message = None if row[8] is None else self._message_from_row(row[8:17])
+        return lease, message, bool(row[17])
+
     def claim_next(self, cursor: Any, lease: LeaseRow) -> MessageRow | None:
         columns = ", ".join(f"m.{c.strip()}" for c in MESSAGE_COLUMNS.split(","))
         columns = columns.replace("m.arguments", "m.arguments::text")
@@ -261,11 +334,34 @@ class PostgreSQLDialect(Dialect):
         if it is due (strict order).
         """
         sets, params = self._fence_sets(
-            state, state_version, state_revision, release, lease_seconds
+            state, state_version, state_revision, release or claim_next, lease_seconds
         )
+        followers = [c.message_id for c in completions if not c.claimed]
+        if claim_next:
+            # Keep the lease only if a due message follows the group (the same condition the
+            # claim below uses); otherwise this statement also releases it.
+            keep = (
+                f"EXISTS (SELECT 1 FROM (SELECT k.available_at FROM {self.t_ready} k "
+                "WHERE k.instance_id = %s AND k.message_id <> ALL(%s) ORDER BY k.sequence "
+                "LIMIT 1) AS kk WHERE kk.available_at <= now())"
+            )
+            sets = sets.replace(
+                "activation_owner_id = NULL, activation_token = NULL, activation_expires_at = NULL",
+                f"activation_owner_id = CASE WHEN {keep} THEN activation_owner_id END, "
+                f"activation_token = CASE WHEN {keep} THEN activation_token END, "
+                f"activation_expires_at = CASE WHEN {keep} THEN now() + %s * "
+                "interval '1 microsecond' END",
+            )
+            keep_params = [lease.instance_id, followers]
+            params = [
+                *params,
+                *keep_params,
+                *keep_params,
+                *keep_params,
+                int(lease_seconds * 1_000_000),
+            ]
         rows = ", ".join(["(%s::bigint, %s::text, %s::text, %s::int)"] * len(completions))
         values: list[Any] = []
-        followers: list[int] = []
         for completion in completions:
             values.extend(
                 [
@@ -275,8 +371,6 @@ class PostgreSQLDialect(Dialect):
                     0 if completion.claimed else 1,
                 ]
             )
-            if not completion.claimed:
-                followers.append(completion.message_id)
         fence = (
             f"f AS (UPDATE {self.t_instances} SET {sets} WHERE id = %s "
             "AND activation_owner_id = %s AND activation_token = %s "

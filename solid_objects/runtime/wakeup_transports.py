@@ -167,12 +167,14 @@ _redis_publisher = _RedisPublisher()
 
 
 def redis_channel(alias: str | None = None) -> str:
-    """``solid_objects:<table prefix>:<database name>``: deployments sharing a Redis server
-    do not wake each other."""
+    """``solid_objects:<vendor>:<host>:<port>:<database name>:<table prefix>``: deployments
+    sharing a Redis server do not wake each other, even with equal database names."""
     from django.db import connections
 
-    name = connections[alias or get_settings().DATABASE].settings_dict.get("NAME") or ""
-    return f"solid_objects:{table_prefix()}:{name}"
+    connection = connections[alias or get_settings().DATABASE]
+    settings_dict = connection.settings_dict
+    where = ":".join(str(settings_dict.get(key) or "") for key in ("HOST", "PORT", "NAME"))
+    return f"solid_objects:{connection.vendor}:{where}:{table_prefix()}"
 
 
 # -- listening (worker processes) --------------------------------------------------------------
