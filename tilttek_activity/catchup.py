@@ -51,6 +51,9 @@ class _Batch:
     applied: int
     skipped: list[Hole]
     blocked: Hole | None
+    #: every hole still open in the rows read (the blocking one first): examined together,
+    #: so a run of dead holes costs one round of evidence, not one each
+    open_holes: list[Hole]
 
 
 class _MissingCheckpoint(Exception):
@@ -166,7 +169,7 @@ class _Runner:
             result.waiting_on = None
             if batch.blocked is not None:
                 result.waiting_on = (batch.blocked.start, batch.blocked.end)
-                if tracker.examine(self.backend, [batch.blocked]):
+                if tracker.examine(self.backend, batch.open_holes):
                     continue  # proven dead: the next batch passes it if still missing
                 break
             if batch.read < self.batch_size:
@@ -185,32 +188,40 @@ class _Runner:
             expected = checkpoint + 1
             skipped: list[Hole] = []
             blocked: Hole | None = None
+            open_holes: list[Hole] = []
             wanted = []
+            applied_upto = checkpoint
             for row in rows:
                 position = row[0]
                 if position != expected:
                     hole = tracker.observe(backend, expected, position - 1)
                     if not hole.dead:
-                        blocked = hole
-                        break
-                    skipped.append(
-                        Hole(expected, position - 1, hole.seen_at, None, True, hole.reason)
-                    )
+                        # Nothing at or past an open hole is applied; the holes after it
+                        # are only observed now, to be examined in the same round.
+                        blocked = blocked or hole
+                        open_holes.append(hole)
+                    elif blocked is None:
+                        skipped.append(
+                            Hole(expected, position - 1, hole.seen_at, None, True, hole.reason)
+                        )
+                expected = position + 1
+                if blocked is not None:
+                    continue
                 verb = row[4]
                 if not isinstance(verb, str) or projection.wants(verb):
                     wanted.append(row)
-                expected = position + 1
+                applied_upto = position
             tz = backend.timezone
             entries = [decode_row(row, tz) for row in wanted]
             if entries:
                 projection.apply_batch(entries)
-            position = expected - 1
+            position = applied_upto
             if position != checkpoint:
                 backend.advance_checkpoint(self.name, position, _now())
             if skipped:
                 transaction.on_commit(lambda: self._report(skipped), using=self.alias)
         read = len(rows)
-        return _Batch(position, read, len(entries), skipped, blocked)
+        return _Batch(position, read, len(entries), skipped, blocked, open_holes)
 
     def _report(self, holes: Sequence[Hole]) -> None:
         for hole in holes:
