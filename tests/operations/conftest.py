@@ -1,4 +1,4 @@
-"""Fixtures of these tests (shared with tests/broadcasts, tests/wakeup, tests/operations)."""
+"""Fixtures of the operations tests, also registered by tests/broadcasts and tests/wakeup."""
 
 from __future__ import annotations
 
