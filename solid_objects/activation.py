@@ -190,20 +190,28 @@ def claim_runnable(
 
 
 def _dead_letter_exhausted(cursor: Any, dialect: Any, lease: LeaseRow, message: MessageRow) -> None:
-    attempts = message.attempt_count - 1
-    error = {
-        "class": "solid_objects.errors.LostActivation",
-        "message": f"the process running this turn stopped during each of its {attempts} attempts",
-        "backtrace": [],
-    }
+    attempts = message.attempt_count - 1  # the claim just counted one more
     cursor.execute(
         f"UPDATE {dialect.t_messages} SET attempt_count = %s WHERE id = %s",
         [attempts, message.id],
     )
+    _dead_letter_lost(cursor, dialect, lease, message.id, attempts)
+
+
+def _dead_letter_lost(
+    cursor: Any, dialect: Any, lease: LeaseRow, message_id: int, attempts: int
+) -> None:
+    """Dead-letter a claimed message whose every attempt died with its process."""
+    error = {
+        "class": "solid_objects.errors.LostActivation",
+        "message": f"the process running this turn stopped during each of its {attempts} "
+        "attempt(s)",
+        "backtrace": [],
+    }
     dialect.dead_letter(
         cursor,
         instance_id=lease.instance_id,
-        message_id=message.id,
+        message_id=message_id,
         claimed=True,
         error=payloads.encode(error),
         exception_class=error["class"],
@@ -214,7 +222,7 @@ def _dead_letter_exhausted(cursor: Any, dialect: Any, lease: LeaseRow, message: 
         signals.message_dead_lettered,
         actor_type=lease.actor_type,
         actor_id=lease.actor_id,
-        message_id=message.id,
+        message_id=message_id,
         attempt=attempts,
     )
 
@@ -303,28 +311,7 @@ def _recover_stale_claim(cursor: Any, dialect: Any, lease: LeaseRow) -> None:
         return
     message_id, attempts, max_attempts = stale
     if attempts >= max_attempts:
-        error = {
-            "class": "solid_objects.errors.LostActivation",
-            "message": f"the process running this turn stopped during attempt {attempts}",
-            "backtrace": [],
-        }
-        dialect.dead_letter(
-            cursor,
-            instance_id=lease.instance_id,
-            message_id=message_id,
-            claimed=True,
-            error=payloads.encode(error),
-            exception_class=error["class"],
-            exception_message=error["message"],
-            backtrace="[]",
-        )
-        signals.send(
-            signals.message_dead_lettered,
-            actor_type=lease.actor_type,
-            actor_id=lease.actor_id,
-            message_id=message_id,
-            attempt=attempts,
-        )
+        _dead_letter_lost(cursor, dialect, lease, message_id, attempts)
     else:
         dialect.unclaim_to_ready(cursor, lease.instance_id, message_id)
         signals.send(

@@ -571,6 +571,17 @@ class Dialect:
             params.extend([message_id, value])
         return f"CASE id {whens} ELSE {column} END", params
 
+    def _store_error(self, cursor: Any, message_id: int, claimed: bool, error: str) -> None:
+        """The error on the history row; the attempt of an unclaimed (grouped) turn counts."""
+        n = self.now
+        attempts = "attempt_count" if claimed else "attempt_count + 1"
+        cursor.execute(
+            f"UPDATE {self.t_messages} SET error = {self.json}, attempt_count = {attempts}, "
+            f"last_failed_at = {n}, started_at = COALESCE(started_at, {n}), updated_at = {n} "
+            "WHERE id = %s",
+            [error, message_id],
+        )
+
     def record_failure(
         self,
         cursor: Any,
@@ -582,14 +593,7 @@ class Dialect:
         retry_seconds: float,
     ) -> None:
         """Store the error; the message becomes ready again after ``retry_seconds``."""
-        n = self.now
-        attempts = "attempt_count" if claimed else "attempt_count + 1"
-        cursor.execute(
-            f"UPDATE {self.t_messages} SET error = {self.json}, attempt_count = {attempts}, "
-            f"last_failed_at = {n}, started_at = COALESCE(started_at, {n}), updated_at = {n} "
-            "WHERE id = %s",
-            [error, message_id],
-        )
+        self._store_error(cursor, message_id, claimed, error)
         if claimed:
             self.unclaim_to_ready(cursor, instance_id, message_id, retry_seconds)
         else:
@@ -613,13 +617,7 @@ class Dialect:
     ) -> int:
         """Record the final failure and move the message out of the mailbox for good."""
         n = self.now
-        attempts = "attempt_count" if claimed else "attempt_count + 1"
-        cursor.execute(
-            f"UPDATE {self.t_messages} SET error = {self.json}, attempt_count = {attempts}, "
-            f"last_failed_at = {n}, started_at = COALESCE(started_at, {n}), updated_at = {n} "
-            "WHERE id = %s",
-            [error, message_id],
-        )
+        self._store_error(cursor, message_id, claimed, error)
         cursor.execute(
             f"INSERT INTO {self.t_dead} (message_id, instance_id, actor_type, actor_id, "
             "operation, arguments, attempts, exception_class, exception_message, backtrace, "
