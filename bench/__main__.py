@@ -24,7 +24,8 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         default="",
         help="comma-separated measures: "
-        "raw,enqueue,processing,sync,statements,wakeup,state,idle,journal",
+        "raw,enqueue,processing,sync,statements,wakeup,state,idle,journal; and memory "
+        "(worker RSS over --memory-turns turns: minutes, never in a default run)",
     )
     parser.add_argument("--quick", action="store_true", help="small counts (a smoke run)")
     parser.add_argument("--output", default=None, help="JSON path (default bench/results/)")
@@ -38,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         ("catch-up-entries", 100_000),
         ("activity-writes", 2000),
         ("bulk-rows", 20000),
+        ("memory-turns", 100_000),
     ):
         parser.add_argument(f"--{name}", type=int, default=default)
     args = parser.parse_args(argv)
@@ -50,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     from django.core.management import call_command
     from django.db import connection
 
-    from bench.measures import MEASURES, RAW1, Params, Result
+    from bench.measures import MEASURES, OPT_IN, RAW1, Params, Result
 
     _ensure_database()
     call_command("migrate", verbosity=0)
@@ -64,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         catch_up_entries=args.catch_up_entries,
         activity_writes=args.activity_writes,
         bulk_rows=args.bulk_rows,
+        memory_turns=args.memory_turns,
     )
     if args.quick:
         params = Params(
@@ -81,7 +84,9 @@ def main(argv: list[str] | None = None) -> int:
             raw_seconds=1.0,
             idle_seconds=5.0,
         )
-    selected = [name for name in args.only.split(",") if name] or list(MEASURES)
+    selected = [name for name in args.only.split(",") if name] or [
+        name for name in MEASURES if name not in OPT_IN
+    ]
     if "raw" not in selected:
         selected.insert(0, "raw")
     results: list[Result] = []

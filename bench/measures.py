@@ -55,6 +55,7 @@ class Params:
     catch_up_entries: int = 100_000
     raw_seconds: float = 2.0
     idle_seconds: float = 10.0
+    memory_turns: int = 100_000
 
 
 def vendor() -> str:
@@ -606,6 +607,44 @@ def idle_cost(p: Params) -> list[Result]:
     ]
 
 
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError("no VmRSS in /proc (Linux only)")
+
+
+def worker_memory(p: Params) -> list[Result]:
+    """Resident memory of one worker process as it runs ``memory_turns`` turns over 100
+    actors (more than the default activation cache is not needed: the cache is bounded)."""
+    from bench.actors import BenchCounter
+
+    reset()
+    refs = [BenchCounter.ref(f"memory-{i}") for i in range(100)]
+    rounds = 10
+    per_round = max(p.memory_turns // rounds, 100)
+    samples: list[tuple[int, int]] = []
+    with workers(1) as procs:
+        pid = procs[0].pid
+        for round_number in range(rounds):
+            for i in range(per_round):
+                refs[i % len(refs)].enqueue().add(1)
+            _wait_drained(timeout=600)
+            samples.append(((round_number + 1) * per_round, _rss_kib(pid)))
+    first, last = samples[0][1], samples[-1][1]
+    growth = (last - first) / first
+    return [
+        Result(f"worker RSS after {samples[0][0]:,} turns", first / 1024, "MiB"),
+        Result(
+            f"worker RSS after {samples[-1][0]:,} turns",
+            last / 1024,
+            "MiB",
+            note=f"{growth:+.1%} since the first sample",
+            extra={"samples_kib": samples},
+        ),
+    ]
+
+
 # -- journal -----------------------------------------------------------------------------------
 def journal(p: Params) -> list[Result]:
     from tilttek_activity import catch_up, record_activities, record_activity
@@ -671,4 +710,7 @@ MEASURES: dict[str, Callable[[Params], list[Result]]] = {
     "state": big_state,
     "idle": idle_cost,
     "journal": journal,
+    "memory": worker_memory,
 }
+#: Measures left out of a default run (they take minutes): ``--only memory`` runs them.
+OPT_IN = {"memory"}
