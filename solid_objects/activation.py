@@ -422,8 +422,13 @@ def run_pass(
     stop_after: int | None = None,
     should_stop: Callable[[], bool] | None = None,
     cache: ActivationCache | None = None,
+    others_waiting: Callable[[], bool] | None = None,
 ) -> PassResult:
     """Drain the activation's mailbox within the pass budget, then release the lease.
+
+    The budget (``MAX_MESSAGES_PER_ACTIVATION_PASS`` / ``MAX_ACTIVATION_DURATION``) exists so
+    other actors get a turn; when ``others_waiting()`` says no other actor has due work, a
+    spent budget is renewed instead of yielding to nobody.
 
     ``stop_after`` (a message id) ends the pass once that message has committed: a sync
     caller drives the actor only up to its own message.
@@ -437,6 +442,7 @@ def run_pass(
     dialect = dialect_for(connection)
     result = PassResult()
     pass_started = time.monotonic()
+    budget_base = 0  # messages counted before the current budget (renewed when nobody waits)
 
     first = activation.first
     activation.first = None
@@ -453,7 +459,7 @@ def run_pass(
     while first is not None:
         solo = first.attempt_count > 1 or first.sequence <= solo_until
         group_size = 1 if solo else settings.MAX_TURNS_PER_COMMIT
-        group_size = max(1, min(group_size, max_messages - result.processed))
+        group_size = max(1, min(group_size, max_messages - (result.processed - budget_base)))
         followers: list[MessageRow] = []
         more_due, activation.more_due = activation.more_due, True
         if group_size > 1 and first.id != stop_after and more_due:
@@ -470,16 +476,25 @@ def run_pass(
         outcomes = _run_group(activation, [first, *followers], settings.MAX_COMMIT_DELAY)
         last = outcomes[-1]
         reached_stop = stop_after is not None and any(o.message.id == stop_after for o in outcomes)
-        keep_going = (
+        stopping = bool(should_stop and should_stop())
+        within_budget = (
+            result.processed + len(outcomes) - budget_base < max_messages
+            and time.monotonic() - pass_started < max_seconds
+        )
+        if (
             last.ok
             and not reached_stop
-            and result.processed + len(outcomes) < max_messages
-            and time.monotonic() - pass_started < max_seconds
-            and not (should_stop and should_stop())
-        )
-        budget_spent = (
-            last.ok and not reached_stop and not keep_going and not (should_stop and should_stop())
-        )
+            and not stopping
+            and not within_budget
+            and (others_waiting is not None and not others_waiting())
+        ):
+            budget_base, pass_started, within_budget = (
+                result.processed + len(outcomes),
+                time.monotonic(),
+                True,
+            )
+        keep_going = last.ok and not reached_stop and within_budget and not stopping
+        budget_spent = last.ok and not reached_stop and not keep_going and not stopping
         try:
             try:
                 first = _commit_group(

@@ -254,6 +254,17 @@ class Dialect:
             seen.setdefault(int(instance_id), None)
         return list(seen)
 
+    def others_due(self, cursor: Any, instance_id: int) -> bool:
+        """Whether an actor other than ``instance_id`` could run now (its head is due)."""
+        n = self.now
+        cursor.execute(
+            f"SELECT 1 FROM {self.t_ready} r WHERE r.instance_id <> %s AND r.available_at <= {n} "
+            f"AND (SELECT h.available_at FROM {self.t_ready} h WHERE h.instance_id = "
+            f"r.instance_id ORDER BY h.sequence LIMIT 1) <= {n} LIMIT 1",
+            [instance_id],
+        )
+        return cursor.fetchone() is not None
+
     def acquire_lease(
         self,
         cursor: Any,

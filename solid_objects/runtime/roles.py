@@ -123,6 +123,12 @@ class ActorRole(Role):
                 ids.extend(i for i in stale_claims(cursor, dialect) if i not in ids)
         return ids
 
+    def others_waiting(self, instance_id: int) -> bool:
+        """Whether an actor other than ``instance_id`` has due work (one short read)."""
+        connection = connections[self.alias]
+        with connection.cursor() as cursor:
+            return dialect_for(connection).others_due(cursor, instance_id)
+
     def run_once(self) -> bool:
         ids = self.candidates()
         if not ids:
@@ -136,7 +142,12 @@ class ActorRole(Role):
             return False
         self.supervisor.track(activation.lease)
         try:
-            run_pass(activation, should_stop=self.supervisor.stopping.is_set, cache=self.cache)
+            run_pass(
+                activation,
+                should_stop=self.supervisor.stopping.is_set,
+                cache=self.cache,
+                others_waiting=lambda: self.others_waiting(activation.lease.instance_id),
+            )
         except LostActivation as exc:
             logger.warning("%s: %s", self.label, exc)
         finally:

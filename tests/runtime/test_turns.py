@@ -449,6 +449,25 @@ def test_one_worker_alternates_between_a_hot_actor_and_a_waiting_one(owner, soli
     assert [m.status() for m in sent] == ["completed"] * 20
 
 
+def test_a_lone_hot_actor_keeps_its_activation_past_the_pass_budget(owner, solid_settings):
+    """The pass budget makes room for other actors; when none waits, it is renewed instead
+    of releasing and re-leasing the same actor."""
+    from solid_objects.runtime.roles import ActorRole
+    from solid_objects.runtime.supervisor import Supervisor
+
+    solid_settings(MAX_MESSAGES_PER_ACTIVATION_PASS=5, MAX_COMMIT_DELAY=30)
+    hot = Counter.ref("alone")
+    sent = [hot.enqueue().add(1) for _ in range(20)]
+    role = ActorRole(Supervisor(roles=[], install_signal_handlers=False, wake_ups=False))
+    role.process_id = owner
+
+    generation = Instance.objects.get(actor_id="alone").activation_generation
+    assert role.run_once()
+    assert hot.snapshot().value == 20  # one pass, not four
+    assert Instance.objects.get(actor_id="alone").activation_generation == generation + 1
+    assert [m.status() for m in sent] == ["completed"] * 20
+
+
 # -- commits that fail ---------------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["taken", "explode"], ids=["integrity-error", "action-raises"])
 def test_a_turn_whose_commit_fails_is_retried_then_dead_lettered(solid_settings, name):
