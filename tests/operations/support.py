@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from solid_objects.models import Process
 from solid_objects.runtime import processes
 from solid_objects.runtime.supervisor import Supervisor
 from solid_objects.sync import caller_cache
+from tests.runtime.helpers import wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 #: Upper bound of any wait (the machine is shared and slow); events end waits early.
@@ -44,19 +45,6 @@ def release_restrictive_references() -> None:
     Instance.objects.exclude(activation_owner=None).update(
         activation_owner=None, activation_token=None, activation_expires_at=None
     )
-
-
-def wait_until(
-    predicate: Callable[[], Any], timeout: float = PATIENCE, interval: float = 0.02, what: str = ""
-) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what or predicate}")
-        threading.Event().wait(interval)
 
 
 # -- an in-process supervisor ---------------------------------------------------------------------
