@@ -37,6 +37,7 @@ from .conf import get_settings
 from .db.base import Completion, LeaseRow, MessageRow
 from .db.vendors import dialect_for
 from .errors import LostActivation, StateMigrationError, UnknownActorType
+from .pause_points import pause_point
 from .registry import get_spec
 from .turn import TurnOutcome, _is_retryable, describe_exception, run_turn
 
@@ -165,9 +166,13 @@ def take_lease(
     )
     if lease is None:
         return None
+    pause_point("acquire.after_lease")
     if lease.has_stale_claim:
+        pause_point("acquire.before_recovery")
         _recover_stale_claim(cursor, dialect, lease)
     first = claim_runnable(cursor, dialect, lease)
+    if lease.has_stale_claim:
+        pause_point("acquire.recovered")
     if first is None:
         dialect.release(cursor, lease)
         return None
@@ -286,13 +291,29 @@ def _acquire_in_one_statement(
         if got is None:
             return None
         lease, first, more_due = got
+        pause_point("acquire.after_lease")
         if lease.has_stale_claim or (
             first is not None and first.attempt_count > first.max_attempts
         ):
+            if lease.has_stale_claim:
+                pause_point("acquire.before_recovery")
             with transaction.atomic(using=alias):
+                # The lease committed on its own: take the instance row lock (cleanup and
+                # the fenced commit hold it too) and check the lease is still ours before
+                # touching its claimed and ready rows, so every read below sees what they
+                # committed.
+                if not dialect.hold_lease(cursor, lease):
+                    logger.info(
+                        "lease of %s/%s lost before its recovery",
+                        lease.actor_type,
+                        lease.actor_id,
+                    )
+                    return None
                 if lease.has_stale_claim:
                     _recover_stale_claim(cursor, dialect, lease)
                 first = claim_runnable(cursor, dialect, lease, first)
+                if lease.has_stale_claim:
+                    pause_point("acquire.recovered")
                 if first is None:
                     dialect.release(cursor, lease)
             more_due = True
@@ -306,6 +327,8 @@ def _acquire_in_one_statement(
 
 
 def _recover_stale_claim(cursor: Any, dialect: Any, lease: LeaseRow) -> None:
+    """Under the instance row lock: put back (or dead-letter) the claim a previous
+    activation left. Cleanup may have requeued it already; then there is none."""
     stale = dialect.stale_claim(cursor, lease.instance_id)
     if stale is None:
         return
@@ -495,6 +518,7 @@ def run_pass(
             )
         keep_going = last.ok and not reached_stop and within_budget and not stopping
         budget_spent = last.ok and not reached_stop and not keep_going and not stopping
+        pause_point("turn.before_commit")
         try:
             try:
                 first = _commit_group(

@@ -408,6 +408,93 @@ class Dialect:
             [instance_id, message_id],
         )
 
+    def hold_lease(self, cursor: Any, lease: LeaseRow) -> bool:
+        """Lock the instance row if ``lease`` is still ours and unexpired (``False``: lost).
+
+        A transaction that changes the claimed or ready rows of an instance after its lease
+        committed separately (PostgreSQL's recovery of a stale claim) starts with this, so
+        it runs under the same row lock as cleanup and the fenced commit, and every later
+        statement of it reads what they committed."""
+        cursor.execute(
+            f"SELECT id FROM {self.t_instances} WHERE id = %s AND activation_owner_id = %s "
+            "AND activation_token = %s AND activation_generation = %s "
+            f"AND activation_expires_at > {self.now}{self.for_update}",
+            [lease.instance_id, lease.owner_id, lease.token, lease.generation],
+        )
+        return cursor.fetchone() is not None
+
+    # -- dead-process cleanup and graceful release -----------------------------------------
+    def instances_held_by(self, cursor: Any, process_ids: Sequence[str]) -> list[int]:
+        """Instances the processes lease or hold a claimed turn on (a plain read: each is
+        then released under its own row lock by :meth:`release_instance_held_by`)."""
+        marks = ", ".join(["%s"] * len(process_ids))
+        cursor.execute(
+            f"SELECT id FROM {self.t_instances} WHERE activation_owner_id IN ({marks}) "
+            f"UNION SELECT instance_id FROM {self.t_claimed} WHERE process_id IN ({marks})",
+            [*process_ids, *process_ids],
+        )
+        return sorted({int(row[0]) for row in cursor.fetchall()})
+
+    def release_instance_held_by(
+        self, cursor: Any, instance_id: int, process_ids: Sequence[str]
+    ) -> int:
+        """Give back what the processes hold on one instance; returns the turns requeued.
+
+        The instance row lock comes first: stale-claim recovery, the fenced commit and the
+        claim of a turn all hold it, so they have either committed (and the reads below see
+        their rows) or wait for us (and then find the lease gone). Only the claimed rows
+        this transaction deletes go back to ready: a claim another activation already
+        recovered, or a turn it claimed since, is never requeued."""
+        n = self.now
+        # A write takes the lock (and on SQLite starts the write transaction at once).
+        cursor.execute(
+            f"UPDATE {self.t_instances} SET updated_at = {n} WHERE id = %s", [instance_id]
+        )
+        if cursor.rowcount != 1:
+            return 0  # destroyed meanwhile: its rows went with it
+        marks = ", ".join(["%s"] * len(process_ids))
+        cursor.execute(
+            f"SELECT message_id FROM {self.t_claimed} WHERE instance_id = %s "
+            f"AND process_id IN ({marks}){self.for_update}",
+            [instance_id, *process_ids],
+        )
+        message_ids = [int(row[0]) for row in cursor.fetchall()]
+        if message_ids:
+            ids = ", ".join(["%s"] * len(message_ids))
+            cursor.execute(
+                f"DELETE FROM {self.t_claimed} WHERE instance_id = %s AND message_id IN ({ids})",
+                [instance_id, *message_ids],
+            )
+            cursor.execute(
+                f"INSERT INTO {self.t_ready} (message_id, instance_id, sequence, available_at, "
+                f"created_at) SELECT id, instance_id, sequence, {n}, {n} FROM {self.t_messages} "
+                f"WHERE id IN ({ids})",
+                message_ids,
+            )
+        cursor.execute(
+            f"UPDATE {self.t_instances} SET activation_owner_id = NULL, activation_token = NULL, "
+            f"activation_expires_at = NULL, updated_at = {n} "
+            f"WHERE id = %s AND activation_owner_id IN ({marks})",
+            [instance_id, *process_ids],
+        )
+        return len(message_ids)
+
+    def release_outbox_claims(self, cursor: Any, process_ids: Sequence[str]) -> None:
+        """Effects and broadcasts in flight go back to pending; reminder claims are cleared."""
+        marks = ", ".join(["%s"] * len(process_ids))
+        n = self.now
+        for outbox in (self.t_effects, self.t_broadcasts):
+            cursor.execute(
+                f"UPDATE {outbox} SET status = 'pending', claimed_by = NULL, claimed_at = NULL, "
+                f"updated_at = {n} WHERE claimed_by IN ({marks}) AND status = 'processing'",
+                process_ids,
+            )
+        cursor.execute(
+            f"UPDATE {self.t_reminders} SET claimed_by = NULL, claimed_at = NULL "
+            f"WHERE claimed_by IN ({marks})",
+            process_ids,
+        )
+
     # -- turns -----------------------------------------------------------------------------
     def claim_next(self, cursor: Any, lease: LeaseRow) -> MessageRow | None:
         """Move the actor's lowest-sequence ready message to claimed, if it is due."""

@@ -20,6 +20,7 @@ from django.db import connections, transaction
 from .. import signals
 from ..conf import get_settings
 from ..db.vendors import dialect_for
+from ..pause_points import pause_point
 
 logger = logging.getLogger("solid_objects")
 
@@ -85,87 +86,87 @@ def heartbeat(process_id: str, alias: str, state: str | None = None) -> bool:
         return cursor.rowcount == 1
 
 
-def release_owned(cursor: Any, dialect: Any, process_ids: list[str]) -> int:
+def release_owned(alias: str, process_ids: list[str]) -> int:
     """Give back everything the processes hold: claimed turns go back to ready (their
     attempt stays counted), leases are cleared, outbox and reminder claims return to
-    pending. Returns how many claimed turns were released."""
+    pending. Returns how many claimed turns were released.
+
+    Each instance is released in its own short transaction under its row lock, the lock
+    that stale-claim recovery and the fenced commit hold too (so only claims that are still
+    there when we hold it are requeued), and never more than one instance lock at a time
+    (so cleanup cannot deadlock with a caller's transaction that enqueues to several
+    actors)."""
     if not process_ids:
         return 0
-    marks = ", ".join(["%s"] * len(process_ids))
+    connection = connections[alias]
+    dialect = dialect_for(connection)
+    with connection.cursor() as cursor:
+        instance_ids = dialect.instances_held_by(cursor, process_ids)
+    released = 0
+    for instance_id in instance_ids:
+        pause_point("cleanup.before_instance")
+        with transaction.atomic(using=alias), connection.cursor() as cursor:
+            released += dialect.release_instance_held_by(cursor, instance_id, process_ids)
+    with transaction.atomic(using=alias), connection.cursor() as cursor:
+        dialect.release_outbox_claims(cursor, process_ids)
+    return released
+
+
+def _mark_stopped(
+    alias: str, process_id: str, stale_sql: str = "", params: list[Any] | None = None
+) -> bool:
+    """Mark the process stopped (``stale_sql``: only if its heartbeat is still that old);
+    ``True`` if this call did it, so two cleanups never both report the same process."""
+    connection = connections[alias]
+    dialect = dialect_for(connection)
     n = dialect.now
-    # Leases first: this takes the instance row locks, so a fenced commit in flight either
-    # finishes before us (its claim is then gone) or fails its fence after us.
-    cursor.execute(
-        f"UPDATE {dialect.t_instances} SET activation_owner_id = NULL, activation_token = NULL, "
-        f"activation_expires_at = NULL, updated_at = {n} "
-        f"WHERE activation_owner_id IN ({marks})",
-        process_ids,
-    )
-    cursor.execute(
-        f"INSERT INTO {dialect.t_ready} (message_id, instance_id, sequence, available_at, "
-        f"created_at) SELECT m.id, m.instance_id, m.sequence, {n}, {n} "
-        f"FROM {dialect.t_claimed} c JOIN {dialect.t_messages} m ON m.id = c.message_id "
-        f"WHERE c.process_id IN ({marks})",
-        process_ids,
-    )
-    released = cursor.rowcount
-    cursor.execute(f"DELETE FROM {dialect.t_claimed} WHERE process_id IN ({marks})", process_ids)
-    for table, pending in ((dialect.t_effects, "pending"), (dialect.t_broadcasts, "pending")):
+    with connection.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {table} SET status = %s, claimed_by = NULL, claimed_at = NULL, "
-            f"updated_at = {n} WHERE claimed_by IN ({marks}) AND status = 'processing'",
-            [pending, *process_ids],
+            f"UPDATE {dialect.t_processes} SET shutdown_state = 'stopped', stopped_at = {n}, "
+            f"updated_at = {n} WHERE id = %s AND shutdown_state <> 'stopped'{stale_sql}",
+            [process_id, *(params or [])],
         )
-    cursor.execute(
-        f"UPDATE {dialect.t_reminders} SET claimed_by = NULL, claimed_at = NULL "
-        f"WHERE claimed_by IN ({marks})",
-        process_ids,
-    )
-    return max(released, 0)
+        return cursor.rowcount == 1
 
 
 def deregister(process_id: str, alias: str) -> None:
     """Graceful stop: release what we hold and mark the row stopped."""
-    connection = connections[alias]
-    dialect = dialect_for(connection)
-    n = dialect.now
-    with transaction.atomic(using=alias), connection.cursor() as cursor:
-        release_owned(cursor, dialect, [process_id])
-        cursor.execute(
-            f"UPDATE {dialect.t_processes} SET shutdown_state = 'stopped', stopped_at = {n}, "
-            f"updated_at = {n} WHERE id = %s",
-            [process_id],
-        )
+    release_owned(alias, [process_id])
+    _mark_stopped(alias, process_id)
     signals.send(signals.process_stopped, process_id=process_id, pid=os.getpid())
 
 
 def cleanup_dead(alias: str, threshold: float | None = None) -> list[str]:
-    """Release what processes with a stale heartbeat hold and mark them stopped."""
+    """Release what processes with a stale heartbeat hold and mark them stopped.
+
+    A process is only marked stopped after everything it held was released, so a cleanup
+    that dies half-way is simply done again by the next one."""
     threshold = get_settings().PROCESS_ALIVE_THRESHOLD if threshold is None else threshold
     connection = connections[alias]
     dialect = dialect_for(connection)
     limit_sql, limit_params = dialect.now_plus(-threshold)
-    with transaction.atomic(using=alias), connection.cursor() as cursor:
+    with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT id FROM {dialect.t_processes} WHERE shutdown_state <> 'stopped' "
-            f"AND last_heartbeat_at < {limit_sql}{dialect.skip_locked}",
+            f"AND last_heartbeat_at < {limit_sql}",
             limit_params,
         )
         dead = [row[0] for row in cursor.fetchall()]
-        if not dead:
-            return []
-        release_owned(cursor, dialect, dead)
-        marks = ", ".join(["%s"] * len(dead))
-        n = dialect.now
-        cursor.execute(
-            f"UPDATE {dialect.t_processes} SET shutdown_state = 'stopped', stopped_at = {n}, "
-            f"updated_at = {n} WHERE id IN ({marks})",
-            dead,
-        )
-    for process_id in dead:
+    if not dead:
+        return []
+    release_owned(alias, dead)
+    pause_point("cleanup.before_mark_stopped")
+    # A process that heartbeated meanwhile was only slow: it stays registered (the leases
+    # released above fail its fence; it takes new ones).
+    marked = [
+        process_id
+        for process_id in dead
+        if _mark_stopped(alias, process_id, f" AND last_heartbeat_at < {limit_sql}", limit_params)
+    ]
+    for process_id in marked:
         logger.warning("process %s stopped heartbeating; its work was released", process_id)
         signals.send(signals.process_pruned, process_id=process_id, reason="dead")
-    return dead
+    return marked
 
 
 class _CallerRegistration:
