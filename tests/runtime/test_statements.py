@@ -28,6 +28,9 @@ BOUNDS = {
     "sqlite": (5, 11, 1.5, 19),  # recorded: 5, 10.2, 0.91, 19
 }
 TURNS = 32
+#: The first enqueue to a new actor, where it differs: MySQL/MariaDB serialise creators with
+#: a named lock held for the INSERT (GET_LOCK and RELEASE_LOCK, after an UPDATE that missed).
+COLD_ENQUEUE = {"mysql": 8}
 
 
 def bounds() -> tuple[float, float, float, float]:
@@ -45,7 +48,7 @@ def test_statements_per_async_enqueue(record_property):
     cold = count(lambda: ref.enqueue().add(1))  # creates the instance
     warm = count(lambda: ref.enqueue().add(1))
     record_property("statements_enqueue", warm)
-    assert cold <= bounds()[0]
+    assert cold <= COLD_ENQUEUE.get(connection.vendor, bounds()[0])
     assert warm <= bounds()[0]
 
 
