@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ImproperlyConfigured
+from django.db import OperationalError
 
 if TYPE_CHECKING:
     from .references import MessageReference
@@ -13,6 +14,7 @@ __all__ = [
     "ActorCallCycle",
     "ActorDestroyed",
     "ApplicationWriteForbidden",
+    "DatabaseUnavailable",
     "IdempotencyConflict",
     "ImproperlyConfigured",
     "InvalidPayload",
@@ -149,3 +151,30 @@ class ActorCallCycle(SolidObjectsError):
     """Actor code tried a synchronous call to an actor; use ``send_to``."""
 
     retryable = False
+
+
+class DatabaseUnavailable(SolidObjectsError, OperationalError):
+    """The database connection was lost (a restart, a failover, a killed session) and a
+    fresh connection did not work either, or retrying was not safe. Raised, instead of the
+    driver's error, by calls the library makes outside the caller's transaction; the
+    driver's error is chained (``__cause__``). It is also a ``django.db.OperationalError``,
+    so code that already handles database errors keeps working.
+
+    ``committed`` says what happened to the call's write: ``False``, nothing was committed
+    (calling again is safe); ``True``, it committed (a sync call's message was enqueued:
+    ``message_reference.result()`` gets its outcome later); ``None``, unknown (the
+    connection died during the commit; an idempotency key makes calling again safe).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        alias: str,
+        committed: bool | None = False,
+        message_reference: MessageReference | None = None,
+    ) -> None:
+        self.alias = alias
+        self.committed = committed
+        self.message_reference = message_reference
+        super().__init__(message)

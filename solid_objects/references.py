@@ -11,6 +11,7 @@ from django.db import connections, transaction
 from . import payloads
 from .actor import ActorSpec
 from .conf import get_settings
+from .db.connections import Attempt, recovering
 from .db.vendors import dialect_for
 from .errors import MessageFailed, Rejected, SyncTimeout
 from .mailbox import enqueue, validate_identifier
@@ -55,13 +56,17 @@ class ActorReference:
         alias = using or get_settings().DATABASE
         connection = connections[alias]
         dialect = dialect_for(connection)
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"SELECT id, state, state_version, state_revision FROM {dialect.t_instances} "
-                "WHERE actor_type = %s AND actor_id = %s",
-                [self.actor_type, self.actor_id],
-            )
-            row = cursor.fetchone()
+
+        def read(attempt: Attempt) -> Any:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    f"SELECT id, state, state_version, state_revision FROM {dialect.t_instances} "
+                    "WHERE actor_type = %s AND actor_id = %s",
+                    [self.actor_type, self.actor_id],
+                )
+                return cursor.fetchone()
+
+        row = recovering(alias, "snapshot()", read)
         if row is None:
             return Snapshot(
                 self.spec,
@@ -92,27 +97,36 @@ class ActorReference:
         alias = using or get_settings().DATABASE
         connection = connections[alias]
         dialect = dialect_for(connection)
-        with transaction.atomic(using=alias), connection.cursor() as cursor:
-            cursor.execute(
-                f"SELECT id FROM {dialect.t_instances} WHERE actor_type = %s AND actor_id = %s"
-                f"{dialect.for_update}",
-                [self.actor_type, self.actor_id],
-            )
-            row = cursor.fetchone()
-            if row is None:
-                return False
-            cursor.execute(f"DELETE FROM {dialect.t_instances} WHERE id = %s", [row[0]])
-            return True
+
+        def delete(attempt: Attempt) -> bool:
+            with transaction.atomic(using=alias), connection.cursor() as cursor:
+                cursor.execute(
+                    f"SELECT id FROM {dialect.t_instances} WHERE actor_type = %s "
+                    f"AND actor_id = %s{dialect.for_update}",
+                    [self.actor_type, self.actor_id],
+                )
+                row = cursor.fetchone()
+                if row is None:
+                    return False
+                cursor.execute(f"DELETE FROM {dialect.t_instances} WHERE id = %s", [row[0]])
+                attempt.committing()  # a retry could destroy a newer incarnation
+                return True
+
+        return recovering(alias, "destroy()", delete)
 
     def find_message(
         self, idempotency_key: str, using: str | None = None
     ) -> MessageReference | None:
         alias = using or get_settings().DATABASE
         connection = connections[alias]
-        with connection.cursor() as cursor:
-            row = dialect_for(connection).find_message_by_key(
-                cursor, self.actor_type, self.actor_id, idempotency_key
-            )
+
+        def read(attempt: Attempt) -> Any:
+            with connection.cursor() as cursor:
+                return dialect_for(connection).find_message_by_key(
+                    cursor, self.actor_type, self.actor_id, idempotency_key
+                )
+
+        row = recovering(alias, "find_message()", read)
         if row is None:
             return None
         return MessageReference(
@@ -185,14 +199,25 @@ class _EnqueueCalls:
         operation = self._ref.spec.operation(name)
 
         def send(*args: Any, **kwargs: Any) -> MessageReference:
-            return enqueue(
-                self._ref.spec,
-                self._ref.actor_id,
-                operation.name,
-                operation.bind(args, kwargs),
-                delivery_mode="async",
-                idempotency_key=self._idempotency_key,
-                available_at=self._available_at,
+            arguments = operation.bind(args, kwargs)
+
+            def write(attempt: Attempt) -> MessageReference:
+                return enqueue(
+                    self._ref.spec,
+                    self._ref.actor_id,
+                    operation.name,
+                    arguments,
+                    delivery_mode="async",
+                    idempotency_key=self._idempotency_key,
+                    available_at=self._available_at,
+                    then=attempt.committing,
+                )
+
+            return recovering(
+                get_settings().DATABASE,
+                "enqueue",
+                write,
+                idempotent=self._idempotency_key is not None,
             )
 
         send.__name__ = name
@@ -263,8 +288,12 @@ class MessageReference:
 
     def outcome(self) -> MessageOutcome:
         connection = connections[self.using]
-        with connection.cursor() as cursor:
-            row = dialect_for(connection).message_outcome(cursor, self.id)
+
+        def read(attempt: Attempt) -> Any:
+            with connection.cursor() as cursor:
+                return dialect_for(connection).message_outcome(cursor, self.id)
+
+        row = recovering(self.using, "outcome()", read)
         if row is None:
             return MessageOutcome(status="unknown", sequence=self.sequence)
         (

@@ -5,6 +5,12 @@ lease / claim / fenced-commit path a worker uses, up to and including its own me
 messages run first). If another process holds the activation, it waits for the durable result
 (in-process wake-ups, bounded polling) and takes over when the lease frees up. A timeout
 never cancels the message: ``SyncTimeout.message_reference.result()`` recovers it.
+
+A lost database connection is recovered (:mod:`solid_objects.db.connections`): enqueueing is
+tried once more on a fresh connection unless its commit may have happened without an
+idempotency key, and driving the enqueued message is tried once more (it is fenced); a lease
+held when the connection died is given back. Otherwise the call raises
+``DatabaseUnavailable``.
 """
 
 from __future__ import annotations
@@ -17,8 +23,10 @@ from django.db import IntegrityError, OperationalError, connections
 
 from .activation import Activation, ActivationCache, Claim, acquire, activate, run_pass, take_lease
 from .conf import get_settings
+from .db.connections import CONNECTION_ERRORS, Attempt, abandon, recovering
 from .errors import (
     ActorCallCycle,
+    DatabaseUnavailable,
     LostActivation,
     MessageFailed,
     Rejected,
@@ -76,9 +84,11 @@ def call_sync(
     deadline = time.monotonic() + timeout
     claims: list[Claim | None] = []
 
-    def enqueue_and_claim(owner: str) -> MessageReference:
+    def enqueue_and_claim(owner: str, attempt: Attempt) -> MessageReference:
         def claim_in_same_transaction(cursor: Any, enqueued: Enqueued) -> None:
             claims.append(take_lease(cursor, alias, owner, [enqueued.instance_id], caller_cache))
+            attempt.committing()  # from here on the enqueue may have committed
+            attempt.message_reference = _reference(reference, enqueued, alias)
 
         return enqueue(
             reference.spec,
@@ -92,12 +102,25 @@ def call_sync(
             then=claim_in_same_transaction,
         )
 
+    def enqueue_once(attempt: Attempt) -> MessageReference:
+        claims.clear()
+        try:
+            return with_caller(
+                alias, lambda owner: enqueue_and_claim(owner, attempt), lock_wait=timeout
+            )
+        except CONNECTION_ERRORS:
+            if claims and claims[0] is not None:
+                abandon(alias, claims[0].lease)  # it may have committed: give it back
+            raise
+
     try:
-        message = with_caller(alias, enqueue_and_claim, lock_wait=timeout)
+        message = recovering(
+            alias, "sync call", enqueue_once, idempotent=idempotency_key is not None
+        )
     except OperationalError as exc:
         # Registering this process as a caller waited for a database lock past the deadline
         # (enqueue reports its own lock waits as SyncTimeout already).
-        if not is_lock_timeout(exc):
+        if isinstance(exc, DatabaseUnavailable) or not is_lock_timeout(exc):
             raise
         raise SyncTimeout(
             f"{reference.actor_type}/{reference.actor_id}: the database stayed locked longer "
@@ -108,18 +131,33 @@ def call_sync(
             status="not enqueued",
             waiting_on="database lock",
         ) from exc
-    claim = claims[0] if claims else None
-    if claim is not None:
-        done = _run(message, alias, deadline, activate(alias, claim, caller_cache))
-        if done is not _PENDING:
-            return done
-    return _drive(message, deadline, alias, assist=True)
+    pending = claims[:1]
+
+    def finish(attempt: Attempt) -> Any:
+        claim = pending.pop() if pending else None  # a retry never reuses the first lease
+        if claim is not None:
+            try:
+                activation = activate(alias, claim, caller_cache)
+            except CONNECTION_ERRORS:
+                abandon(alias, claim.lease)
+                raise
+            done = _run(message, alias, deadline, activation)
+            if done is not _PENDING:
+                return done
+        return _drive(message, deadline, alias, assist=True)
+
+    return recovering(alias, "sync call", finish, message_reference=message)
 
 
 def wait_for(message: MessageReference, timeout: float | None) -> Any:
     deadline = None if timeout is None else time.monotonic() + float(timeout)
     assist = not inside_turn() and not connections[message.using].in_atomic_block
-    return _drive(message, deadline, message.using, assist=assist)
+    return recovering(
+        message.using,
+        "result()",
+        lambda attempt: _drive(message, deadline, message.using, assist=assist),
+        message_reference=message,
+    )
 
 
 def _drive(message: MessageReference, deadline: float | None, alias: str, *, assist: bool) -> Any:
@@ -167,6 +205,9 @@ def _run(
         )
     except LostActivation:
         return _PENDING
+    except CONNECTION_ERRORS:
+        abandon(alias, activation.lease)  # given back once a connection works again
+        raise
     outcome = result.outcomes.get(message.id)
     if outcome is None:
         return _PENDING
@@ -198,6 +239,20 @@ def with_caller(alias: str, work: Callable[[str], T], lock_wait: float | None = 
             raise
         callers.forget(alias)
         return work(callers.process_id(alias, lock_wait=lock_wait))
+
+
+def _reference(reference: ActorReference, enqueued: Enqueued, alias: str) -> MessageReference:
+    from .references import MessageReference
+
+    return MessageReference(
+        id=enqueued.message_id,
+        request_id=enqueued.request_id,
+        sequence=enqueued.sequence,
+        actor_type=reference.actor_type,
+        actor_id=reference.actor_id,
+        instance_id=enqueued.instance_id,
+        using=alias,
+    )
 
 
 def _timeout(message: MessageReference, outcome: MessageOutcome) -> SyncTimeout:

@@ -2,7 +2,9 @@
 join them as further roles). Each role thread polls adaptively: after work or a wake-up it
 waits ``POLLING_INTERVAL``; each empty poll doubles the wait up to ``IDLE_POLLING_INTERVAL``.
 A database error is logged, the thread's connection is closed and the loop backs off and
-resumes, so a database restart never kills the worker.
+resumes, so a database restart never kills the worker. A lease held by a pass that a database
+error interrupted is given back as soon as the database answers again (fenced by its token),
+instead of blocking its actor until the lease expires.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from django.db import DatabaseError, InterfaceError, connections, transaction
 
 from ..activation import ActivationCache, acquire, run_pass
 from ..conf import get_settings
+from ..db.connections import abandon, release_abandoned
 from ..db.vendors import dialect_for
 from ..errors import LostActivation, StateMigrationError, UnknownActorType
 from .wakeup import doorbell
@@ -130,6 +133,8 @@ class ActorRole(Role):
             return dialect_for(connection).others_due(cursor, instance_id)
 
     def run_once(self) -> bool:
+        if release_abandoned(self.alias):
+            self._next_stale_scan = 0.0  # their claimed turns are stale now: recover them
         ids = self.candidates()
         if not ids:
             return False
@@ -150,6 +155,11 @@ class ActorRole(Role):
             )
         except LostActivation as exc:
             logger.warning("%s: %s", self.label, exc)
+        except (DatabaseError, InterfaceError):
+            # The connection died mid-pass, or the last commit's outcome is unknown: the
+            # lease is given back at the next run_once, once the database answers again.
+            abandon(self.alias, activation.lease)
+            raise
         finally:
             self.supervisor.untrack(activation.lease)
         return True

@@ -24,10 +24,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import DatabaseError, connections
+from django.db import DatabaseError, InterfaceError, connections
 
 from ..activation import ActivationCache
 from ..conf import get_settings
+from ..db.connections import close_quietly
 from ..db.vendors import dialect_for
 from . import processes, wakeup_transports
 from .roles import Role, renew_leases
@@ -162,9 +163,13 @@ class Supervisor:
                 if now >= next_cleanup:
                     processes.cleanup_dead(self.alias)
                     next_cleanup = now + cleanup_every
-            except DatabaseError as exc:
+            except (DatabaseError, InterfaceError) as exc:
                 logger.warning("supervisor: database error: %s", exc)
-                connections[self.alias].close()
+                close_quietly(self.alias)
+                # Nobody could heartbeat while the database was unreachable: clean up dead
+                # processes only a full threshold after it answers again, so live processes
+                # that reconnect are not taken for dead.
+                next_cleanup = max(next_cleanup, time.monotonic() + cleanup_every)
             for task in self._tasks:
                 if now >= task.next_run:
                     task.next_run = now + task.interval

@@ -1,0 +1,320 @@
+"""The library recovers its own connections (issue 9): after a session is killed on the
+server (``pg_terminate_backend`` / ``KILL``), the next library call in that thread works
+without the caller calling ``close_old_connections()``; a database that stays unreachable
+gives a typed ``DatabaseUnavailable``; a write whose commit may have happened is retried
+only when it is idempotent; inside the caller's ``atomic()`` nothing is retried or closed;
+a pass that lost its connection gives its lease back instead of blocking the actor until
+the lease expires (workers and sync callers alike).
+
+The private-server restarts under load are in ``tests/adversarial/restart``.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from django.db import OperationalError, connection, connections, transaction
+
+from solid_objects import DatabaseUnavailable
+from solid_objects.models import Instance, Message
+from solid_objects.runtime.roles import ActorRole
+from solid_objects.runtime.supervisor import Supervisor
+from tests.operations.support import running
+from tests.testapp.actors import core
+from tests.testapp.actors.core import Blocker, Counter
+
+from .helpers import start_thread, wait_until
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.db_vendor("postgresql", "mysql"),
+]
+
+#: Well below the default LEASE_DURATION (30 s): a test that passes within this bound did
+#: not wait for a lease to expire.
+NO_LEASE_EXPIRY = 12.0
+
+
+# -- killing sessions from another connection ------------------------------------------------
+def backend_id() -> int:
+    """The server-side id of this thread's connection (opening it if needed)."""
+    query = (
+        "SELECT pg_backend_pid()" if connection.vendor == "postgresql" else "SELECT CONNECTION_ID()"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(query)
+        return int(cursor.fetchone()[0])
+
+
+@contextmanager
+def admin_connection() -> Iterator[Any]:
+    """A separate connection to the test database (not this thread's)."""
+    other = connections.create_connection("default")
+    try:
+        yield other
+    finally:
+        other.close()
+
+
+def kill_sessions(ids: list[int]) -> None:
+    """Kill these sessions on the server and wait (bounded) until they are gone."""
+    postgresql = connection.vendor == "postgresql"
+    with admin_connection() as other, other.cursor() as cursor:
+        for session in ids:
+            if postgresql:
+                cursor.execute("SELECT pg_terminate_backend(%s)", [session])
+            else:
+                cursor.execute(f"KILL {int(session)}")
+        listing = (
+            "SELECT COUNT(*) FROM pg_stat_activity WHERE pid = ANY(%s)"
+            if postgresql
+            else f"SELECT COUNT(*) FROM information_schema.processlist WHERE id IN "
+            f"({', '.join(str(int(i)) for i in ids)})"
+        )
+
+        def gone() -> bool:
+            cursor.execute(listing, [ids] if postgresql else [])
+            return cursor.fetchone()[0] == 0
+
+        wait_until(gone, timeout=10, what=f"sessions {ids} to end")
+
+
+def other_sessions() -> list[int]:
+    """Sessions on the test database other than this thread's (the test's threads)."""
+    mine = backend_id()
+    if connection.vendor == "postgresql":
+        query = (
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> %s AND backend_type = 'client backend'"
+        )
+    else:
+        query = "SELECT id FROM information_schema.processlist WHERE db = DATABASE() AND id <> %s"
+    with connection.cursor() as cursor:
+        cursor.execute(query, [mine])
+        return [int(row[0]) for row in cursor.fetchall()]
+
+
+def kill_my_connection() -> int:
+    """Kill this thread's session behind Django's back; returns its id."""
+    mine = backend_id()
+    kill_sessions([mine])
+    return mine
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]  # nothing listens there once the socket is closed
+
+
+@contextmanager
+def unreachable_database() -> Iterator[None]:
+    """This thread's connection points at a port nothing listens on (its settings only)."""
+    original = connection.settings_dict
+    connection.settings_dict = {**original, "HOST": "127.0.0.1", "PORT": closed_port()}
+    try:
+        yield
+    finally:
+        connection.settings_dict = original
+
+
+# -- every call the library makes outside the caller's transaction -----------------------------
+def _sync(ref: Any) -> Any:
+    return ref.append(2)
+
+
+def _enqueue(ref: Any) -> Any:
+    return ref.enqueue().append(3).sequence
+
+
+CALLS: dict[str, Callable[[Any], Any]] = {
+    "sync call": _sync,
+    "snapshot": lambda ref: ref.snapshot().seen,
+    "find_message": lambda ref: ref.find_message("first").sequence,
+    "enqueue": _enqueue,
+    "status": lambda ref: ref.find_message_reference.status(),
+    "result": lambda ref: ref.find_message_reference.result(timeout=5),
+    "destroy": lambda ref: Counter.ref("to-destroy").destroy(),
+}
+EXPECTED = {
+    "sync call": 2,
+    "snapshot": [1],
+    "find_message": 1,
+    "enqueue": 2,
+    "status": "completed",
+    "result": 1,
+    "destroy": True,
+}
+
+
+class _Ref:
+    """A Counter reference plus the message reference of its first call."""
+
+    def __init__(self) -> None:
+        self.ref = Counter.ref("recover")
+        self.find_message_reference = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.ref, name)
+
+
+@pytest.mark.parametrize("call", list(CALLS))
+def test_the_next_call_after_a_killed_session_works(call: str) -> None:
+    target = _Ref()
+    assert target.ref.sync(idempotency_key="first").append(1) == 1
+    target.find_message_reference = target.ref.find_message("first")
+    Counter.ref("to-destroy").enqueue().add(1)
+    killed = kill_my_connection()
+
+    assert CALLS[call](target) == EXPECTED[call]
+
+    assert backend_id() != killed  # the library replaced the dead connection itself
+    appended = Message.objects.filter(actor_id="recover", operation="append").order_by("sequence")
+    seen = [m.arguments["n"] for m in appended]
+    assert seen == {"sync call": [1, 2], "enqueue": [1, 3]}.get(call, [1])  # nothing doubled
+
+
+def test_a_failed_query_of_the_callers_own_marks_the_connection_and_the_next_call_replaces_it():
+    ref = Counter.ref("marked")
+    assert ref.append(1) == 1
+    kill_my_connection()
+    with pytest.raises(OperationalError), connection.cursor() as cursor:
+        cursor.execute("SELECT 1")  # the application's own query sees the dead session first
+    assert ref.append(2) == 2
+    assert ref.snapshot().seen == [1, 2]
+
+
+def test_a_database_that_stays_unreachable_gives_a_typed_error_and_later_calls_work():
+    ref = Counter.ref("unreachable")
+    assert ref.append(1) == 1
+    kill_my_connection()
+    with unreachable_database():
+        with pytest.raises(DatabaseUnavailable) as sync_error:
+            ref.append(2)
+        with pytest.raises(DatabaseUnavailable) as read_error:
+            ref.snapshot()
+        with pytest.raises(DatabaseUnavailable) as enqueue_error:
+            ref.enqueue().append(3)
+    for error in (sync_error, read_error, enqueue_error):
+        assert error.value.committed is False  # the connection never came back: nothing sent
+        assert isinstance(error.value, OperationalError)  # existing handlers still catch it
+        assert isinstance(error.value.__cause__, OperationalError)  # the driver's error
+    assert sync_error.value.alias == "default"
+
+    # The database answers again: the same thread's next calls work, no close_old_connections.
+    assert ref.append(4) == 2
+    assert ref.snapshot().seen == [1, 4]
+
+
+def test_inside_the_callers_atomic_nothing_is_retried_or_closed():
+    ref = Counter.ref("atomic")
+    ref.enqueue().append(1)
+    kill_my_connection()
+    with pytest.raises(OperationalError) as raised, transaction.atomic():
+        ref.enqueue().append(2)
+    assert not isinstance(raised.value, DatabaseUnavailable)  # the caller's transaction failed
+    assert ref.enqueue().append(3).sequence == 2  # outside atomic() again: recovered
+    assert [m.arguments["n"] for m in Message.objects.filter(actor_id="atomic").order_by("id")] == [
+        1,
+        3,
+    ]
+
+
+@contextmanager
+def kill_after(statement: str) -> Iterator[list[int]]:
+    """Kill this thread's session right after the first insert into ``statement``
+    ran (inside the enqueue's transaction): the commit that follows cannot succeed, and the
+    library only knows that the connection died after its commit may have been sent."""
+    killed: list[int] = []
+
+    def wrapper(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        result = execute(sql, params, many, context)
+        if not killed and "INSERT INTO" in sql and statement in sql:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT pg_backend_pid()"
+                    if connection.vendor == "postgresql"
+                    else "SELECT CONNECTION_ID()"
+                )
+                killed.append(int(cursor.fetchone()[0]))
+            kill_sessions(killed)
+        return result
+
+    with connection.execute_wrapper(wrapper):
+        yield killed
+
+
+def test_an_enqueue_whose_commit_may_have_happened_is_not_retried_without_a_key():
+    ref = Counter.ref("uncertain")
+    ref.enqueue().append(1)
+    with kill_after("ready_messages") as killed, pytest.raises(DatabaseUnavailable) as raised:
+        ref.enqueue().append(2)
+    assert killed
+    assert raised.value.committed is None  # the library cannot know
+    # It was not retried: a retry would have enqueued 2 (the killed transaction rolled back).
+    assert [
+        m.arguments["n"] for m in Message.objects.filter(actor_id="uncertain").order_by("id")
+    ] == [1]
+
+
+def test_an_enqueue_with_an_idempotency_key_is_retried_and_enqueued_once():
+    ref = Counter.ref("keyed")
+    ref.enqueue().append(1)
+    with kill_after("ready_messages") as killed:
+        message = ref.enqueue(idempotency_key="k2").append(2)
+    assert killed
+    assert message.sequence == 2
+    assert [m.arguments["n"] for m in Message.objects.filter(actor_id="keyed").order_by("id")] == [
+        1,
+        2,
+    ]
+
+
+# -- a pass whose connection dies gives its lease back ------------------------------------------
+def test_a_sync_call_whose_connection_dies_mid_turn_still_returns_and_runs_the_turn_once():
+    key = "sync-mid-turn"
+    core.holds.pop(key, None)
+    core.entered.pop(key, None)
+    caller = start_thread(lambda: Blocker.ref("held").sync(timeout=NO_LEASE_EXPIRY).hold(key))
+    try:
+        assert core.entered.setdefault(key, threading.Event()).wait(30)
+        kill_sessions(other_sessions())  # the caller's session, while its handler runs
+    finally:
+        core.holds.setdefault(key, threading.Event()).set()
+
+    # The fenced commit failed; the lease was given back, the claim recovered and the turn
+    # rerun at once (waiting for the 30 s lease would exceed the call's timeout).
+    assert caller.outcome(timeout=NO_LEASE_EXPIRY + 5) == 1
+    instance = Instance.objects.get(actor_id="held")
+    assert instance.state == {"hits": 1}
+    message = Message.objects.get(instance=instance)
+    assert message.attempt_count == 2  # the first attempt's commit never happened
+    assert instance.activation_token is None
+
+
+def test_a_worker_whose_connection_dies_mid_turn_gives_its_lease_back(solid_settings):
+    solid_settings(POLLING_INTERVAL=0.05, IDLE_POLLING_INTERVAL=0.2)
+    key = "worker-mid-turn"
+    core.holds.pop(key, None)
+    core.entered.pop(key, None)
+    supervisor = Supervisor(roles=[(ActorRole, 1)], install_signal_handlers=False, wake_ups=False)
+    with running(supervisor):
+        message = Blocker.ref("worked").enqueue().hold(key)
+        try:
+            assert core.entered.setdefault(key, threading.Event()).wait(30)
+            kill_sessions(other_sessions())  # the worker's and the supervisor's sessions
+        finally:
+            core.holds.setdefault(key, threading.Event()).set()
+        # Polled, not result(): a caller would run the actor itself once the lease is free.
+        wait_until(lambda: message.status() == "completed", timeout=NO_LEASE_EXPIRY)
+        assert message.result() == 1
+        after = Counter.ref("after-outage").enqueue().add(5)
+        wait_until(lambda: after.status() == "completed", timeout=NO_LEASE_EXPIRY)
+        assert supervisor.slots()[0].thread.is_alive()  # the same role thread carried on
+    assert Instance.objects.get(actor_id="worked").state == {"hits": 1}
+    assert Message.objects.get(id=message.id).attempt_count == 2
