@@ -16,6 +16,16 @@ names of the schema seed and an explicit ``ON DELETE CASCADE / SET NULL / RESTRI
   Django's SQLite schema editor runs migrations with ``foreign_keys`` off, which this needs;
   a ``PRAGMA foreign_key_check`` then refuses orphan rows as the other databases would.
 
+SQLite then needs one more step, :class:`DeferSqliteRestrictRules` (migration ``0003``). It
+checks ``RESTRICT`` at each statement even inside a transaction, whereas Django's ``flush``
+(the teardown of every ``TransactionTestCase``) deletes the tables in an arbitrary order in
+one transaction: a ``processes`` row deleted before the lease or claim naming it was refused,
+although that row was about to be deleted too. On SQLite only, the ``RESTRICT`` rules become
+``NO ACTION DEFERRABLE INITIALLY DEFERRED``: deleting a process that still owns a lease or a
+claim is still refused, at the commit of the transaction (at once outside a transaction),
+and the whole transaction is rolled back. PostgreSQL and MySQL keep the immediate
+``RESTRICT``: their ``flush`` truncates, or disables the checks, so it never needed this.
+
 Why not Django's own ``on_delete``? Python-level ``CASCADE`` runs only through the ORM's
 collector: a raw ``DELETE FROM instances`` (a DBA, a retention job, another language) would
 leave executable orphans, which the product forbids. Django 6.1 adds database-level
@@ -36,8 +46,9 @@ database and every supported Django version.
    On SQLite, a later migration that makes Django *remake* one of these tables (most
    ``AlterField``/``AddField`` operations there) rebuilds it from Django's state, which has no
    foreign keys, and so silently drops that table's delete rules. Such a migration must end
-   with ``AddDeleteRules(rules=[...that table's rules...], vendors=["sqlite"])``. The schema
-   tests (``tests/schema``) fail after ``migrate`` if any rule is missing.
+   with ``AddDeleteRules(rules=[...that table's rules...], vendors=["sqlite"])`` followed,
+   when they include a ``RESTRICT`` rule, by ``DeferSqliteRestrictRules(rules=[...])``. The
+   schema tests (``tests/schema``) fail after ``migrate`` if any rule is missing or differs.
 """
 
 from __future__ import annotations
@@ -55,6 +66,8 @@ from django.db.migrations.state import ProjectState
 from ..conf import table
 
 ON_DELETE_ACTIONS = ("CASCADE", "SET NULL", "RESTRICT")
+#: What a ``RESTRICT`` rule becomes on SQLite from migration ``0003`` on (see above).
+SQLITE_DEFERRED_RESTRICT = "NO ACTION DEFERRABLE INITIALLY DEFERRED"
 Transform = Callable[[str], str]  # CREATE TABLE text -> new CREATE TABLE text
 
 
@@ -89,12 +102,16 @@ def group_by_table(rules: Iterable[DeleteRule]) -> dict[str, list[DeleteRule]]:
     return groups
 
 
-def constraint_sql(schema_editor: BaseDatabaseSchemaEditor, rule: DeleteRule) -> str:
-    """``CONSTRAINT <name> FOREIGN KEY (<column>) REFERENCES <target> (id) ON DELETE ...``."""
+def constraint_sql(
+    schema_editor: BaseDatabaseSchemaEditor, rule: DeleteRule, on_delete: str | None = None
+) -> str:
+    """``CONSTRAINT <name> FOREIGN KEY (<column>) REFERENCES <target> (id) ON DELETE ...``
+    (``on_delete``: what follows ``ON DELETE``, the rule's own action by default)."""
     quote = schema_editor.quote_name
     return (
         f"CONSTRAINT {quote(rule.name)} FOREIGN KEY ({quote(rule.column)}) "
-        f"REFERENCES {quote(rule.target_table)} ({quote('id')}) ON DELETE {rule.on_delete}"
+        f"REFERENCES {quote(rule.target_table)} ({quote('id')}) "
+        f"ON DELETE {on_delete or rule.on_delete}"
     )
 
 
@@ -182,6 +199,68 @@ class AddDeleteRules(Operation):
     @property
     def migration_name_fragment(self) -> str:
         return "delete_rules"
+
+
+class DeferSqliteRestrictRules(Operation):
+    """On SQLite only: make ``RESTRICT`` rules ``NO ACTION DEFERRABLE INITIALLY DEFERRED``.
+
+    Each table is rebuilt (:func:`rebuild_sqlite_table`) with the named clauses rewritten in
+    place; a table already in the wanted form is left alone. Reversing restores the exact
+    clauses of :class:`AddDeleteRules`. A no-op on every other database, whose immediate
+    ``RESTRICT`` does not get in the way of Django's ``flush``.
+    """
+
+    reversible = True
+    reduces_to_sql = True
+
+    def __init__(self, rules: Iterable[Sequence[str]]) -> None:
+        self.rules = tuple(DeleteRule(*rule).validate() for rule in rules)
+        wrong = [rule.name for rule in self.rules if rule.on_delete != "RESTRICT"]
+        if wrong:
+            raise ValueError(f"only RESTRICT rules can be deferred: {', '.join(wrong)}")
+
+    def state_forwards(self, app_label: str, state: ProjectState) -> None:
+        pass
+
+    def _rewrite(
+        self, app_label: str, schema_editor: BaseDatabaseSchemaEditor, deferred: bool
+    ) -> None:
+        connection = schema_editor.connection
+        if connection.vendor != "sqlite" or not router.allow_migrate(connection.alias, app_label):
+            return
+        on_delete = SQLITE_DEFERRED_RESTRICT if deferred else None
+        for table_name, table_rules in group_by_table(self.rules).items():
+            clauses = {
+                rule.name: constraint_sql(schema_editor, rule, on_delete) for rule in table_rules
+            }
+            rebuild_sqlite_table(
+                schema_editor, table_name, lambda sql, c=clauses: _replace_clauses(sql, c)
+            )
+
+    def database_forwards(
+        self,
+        app_label: str,
+        schema_editor: BaseDatabaseSchemaEditor,
+        from_state: ProjectState,
+        to_state: ProjectState,
+    ) -> None:
+        self._rewrite(app_label, schema_editor, deferred=True)
+
+    def database_backwards(
+        self,
+        app_label: str,
+        schema_editor: BaseDatabaseSchemaEditor,
+        from_state: ProjectState,
+        to_state: ProjectState,
+    ) -> None:
+        self._rewrite(app_label, schema_editor, deferred=False)
+
+    def describe(self) -> str:
+        return f"Check {len(self.rules)} RESTRICT delete rules at commit on SQLite"
+
+    @property
+    def migration_name_fragment(self) -> str:
+        return "sqlite_deferred_restrict"
 
 
 # PostgreSQL, MySQL and MariaDB ------------------------------------------------------------
@@ -276,6 +355,17 @@ def _clause_pattern(name: str) -> re.Pattern[str]:
         r"(?:\s+(?:NOT\s+)?DEFERRABLE(?:\s+INITIALLY\s+(?:DEFERRED|IMMEDIATE))?)?",
         re.I,
     )
+
+
+def _replace_clauses(create_sql: str, clauses: dict[str, str]) -> str:
+    """Rewrite each named clause in place (its position, hence the table's text, is kept)."""
+    for name, clause in clauses.items():
+        create_sql, count = _clause_pattern(name).subn(
+            lambda _match, c=clause: f", {c}", create_sql, count=1
+        )
+        if not count:
+            raise ProgrammingError(f"foreign key {name} not found in {create_sql!r}")
+    return create_sql
 
 
 def _remove_clauses(create_sql: str, names: list[str]) -> str:

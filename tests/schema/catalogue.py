@@ -65,6 +65,7 @@ class ForeignKey:
     target_column: str
     on_delete: str
     deferrable: bool
+    initially_deferred: bool  # checked at commit (SQLite: ``DEFERRABLE INITIALLY DEFERRED``)
 
 
 def normalize_default(raw: Any) -> str | None:
@@ -182,7 +183,8 @@ class PostgresCatalogue(Catalogue):
 
     def foreign_keys(self, table: str) -> list[ForeignKey]:
         rows = self.rows(
-            "SELECT c.conname, a.attname, ft.relname, fa.attname, c.confdeltype, c.condeferrable "
+            "SELECT c.conname, a.attname, ft.relname, fa.attname, c.confdeltype, c.condeferrable, "
+            "c.condeferred "
             "FROM pg_constraint c JOIN pg_class t ON t.oid = c.conrelid "
             "JOIN pg_namespace n ON n.oid = t.relnamespace "
             "JOIN pg_class ft ON ft.oid = c.confrelid "
@@ -192,8 +194,10 @@ class PostgresCatalogue(Catalogue):
             [table],
         )
         return [
-            ForeignKey(name, column, target, target_column, PG_DELETE_RULES[rule], deferrable)
-            for name, column, target, target_column, rule, deferrable in rows
+            ForeignKey(
+                name, column, target, target_column, PG_DELETE_RULES[rule], deferrable, deferred
+            )
+            for name, column, target, target_column, rule, deferrable, deferred in rows
         ]
 
 
@@ -299,7 +303,7 @@ class MysqlCatalogue(Catalogue):
             "WHERE rc.CONSTRAINT_SCHEMA = DATABASE() AND rc.TABLE_NAME = %s",
             [table],
         )
-        return [ForeignKey(*row, deferrable=False) for row in rows]
+        return [ForeignKey(*row, deferrable=False, initially_deferred=False) for row in rows]
 
 
 class SqliteCatalogue(Catalogue):
@@ -391,6 +395,10 @@ class SqliteCatalogue(Catalogue):
             clause = re.search(rf'FOREIGN\s+KEY\s*\("{column}"\)[^,]*', sql)
             inline = re.search(rf'"{column}"[^,]*REFERENCES[^,]*', sql)
             text = (clause or inline).group(0) if (clause or inline) else ""
+            deferrable = (
+                re.search(r"\bDEFERRABLE\b", text, re.I) is not None
+                and re.search(r"\bNOT\s+DEFERRABLE\b", text, re.I) is None
+            )
             result.append(
                 ForeignKey(
                     name=names.get(column, ""),
@@ -398,8 +406,10 @@ class SqliteCatalogue(Catalogue):
                     target=target,
                     target_column=target_column,
                     on_delete=on_delete,
-                    deferrable=re.search(r"\bDEFERRABLE\b", text, re.I) is not None
-                    and re.search(r"\bNOT\s+DEFERRABLE\b", text, re.I) is None,
+                    deferrable=deferrable,
+                    # SQLite: DEFERRABLE alone, or INITIALLY IMMEDIATE, is still immediate.
+                    initially_deferred=deferrable
+                    and re.search(r"\bINITIALLY\s+DEFERRED\b", text, re.I) is not None,
                 )
             )
         return result

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
@@ -85,22 +87,54 @@ def test_raw_delete_of_a_message_removes_its_rows_and_unlinks_retries() -> None:
     assert sql.count("instances", "id", message.instance_id) == 1
 
 
-def test_deleting_the_owner_of_an_activation_is_refused() -> None:
-    instance = InstanceFactory(activated=True)
-    with pytest.raises(IntegrityError), transaction.atomic():
-        sql.delete("processes", instance.activation_owner_id)
-    assert sql.count("processes", "id", instance.activation_owner_id) == 1
-    assert (
-        sql.value("instances", instance.pk, "activation_owner_id") == instance.activation_owner_id
+def owner_of(what: str) -> tuple[str, Callable[[], bool]]:
+    """A process owning a lease or a claimed turn, and a check that it still owns it."""
+    if what == "lease":
+        instance = InstanceFactory(activated=True)
+        owner = instance.activation_owner_id
+        return owner, lambda: sql.value("instances", instance.pk, "activation_owner_id") == owner
+    claim = ClaimedMessageFactory()  # claimed by a process that owns no activation
+    assert sql.count("instances", "activation_owner_id", claim.process_id) == 0
+    return (
+        claim.process_id,
+        lambda: sql.value("claimed_messages", claim.pk, "process_id") == claim.process_id,
     )
 
 
-def test_deleting_the_owner_of_a_claimed_message_is_refused() -> None:
-    claim = ClaimedMessageFactory()  # claimed by a process that owns no activation
-    assert sql.count("instances", "activation_owner_id", claim.process_id) == 0
+@pytest.mark.db_vendor("postgresql", "mysql")
+@pytest.mark.parametrize("what", ["lease", "claim"])
+def test_deleting_the_owner_of_a_lease_or_claim_is_refused_at_the_statement(what: str) -> None:
+    owner, still_owns = owner_of(what)
+    with transaction.atomic():
+        with pytest.raises(IntegrityError), transaction.atomic():
+            sql.delete("processes", owner)
+        # Still inside the transaction: the DELETE itself was refused (RESTRICT).
+        assert sql.count("processes", "id", owner) == 1
+        assert still_owns()
+
+
+@pytest.mark.db_vendor("sqlite")
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("what", ["lease", "claim"])
+def test_sqlite_refuses_deleting_the_owner_of_a_lease_or_claim_at_commit(what: str) -> None:
+    """SQLite defers these rules (migration 0003) so Django's flush works; the delete is
+    still refused, by the commit, and the whole transaction is rolled back."""
+    owner, still_owns = owner_of(what)
+    bystander = ProcessFactory().pk  # owns nothing: deleting it alone would be fine
+    deleted: list[int] = []
     with pytest.raises(IntegrityError), transaction.atomic():
-        sql.delete("processes", claim.process_id)
-    assert sql.value("claimed_messages", claim.pk, "process_id") == claim.process_id
+        deleted.append(sql.delete("processes", bystander))
+        deleted.append(sql.delete("processes", owner))
+    assert deleted == [1, 1], "the DELETE statements are accepted..."
+    # ...and the commit refuses them: nothing that transaction deleted is gone.
+    assert sql.count("processes", "id", owner) == 1
+    assert sql.count("processes", "id", bystander) == 1
+    assert still_owns()
+
+    with pytest.raises(IntegrityError):  # outside a transaction the statement is its own
+        sql.delete("processes", owner)
+    assert sql.count("processes", "id", owner) == 1
+    assert still_owns()
 
 
 def test_deleting_a_process_clears_its_reminder_effect_and_broadcast_claims() -> None:
