@@ -23,7 +23,10 @@ batch back untouched, so they wait for it; after ``MAX_ATTEMPTS`` failures the r
 
 Delivery is at least once: a worker that dies after ``group_send`` but before recording the
 delivery sends the row again after dead-process cleanup. Clients ignore a revision they
-have already seen.
+have already seen. A worker whose database connection fails while recording keeps the
+outcomes and writes them first once the database answers again (fenced on the claim, so
+writing them twice changes nothing), instead of leaving the rows ``processing`` under a live
+process that nobody would ever clean up.
 
 Statements per batch of up to :data:`BATCH_SIZE` rows: one probe (the only statement of an
 empty poll), four in the claim transaction, one to three to record the outcomes.
@@ -37,7 +40,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from django.db import connections, transaction
+from django.db import DatabaseError, InterfaceError, connections, transaction
 
 from .. import payloads, signals
 from ..channels_groups import group_name
@@ -312,10 +315,17 @@ async def _send_all(layer: Any, rows: list[BroadcastRow]) -> list[Outcome]:
 
 
 def deliver_due(
-    alias: str, process_id: str, *, layer: Any = None, limit: int = BATCH_SIZE
+    alias: str,
+    process_id: str,
+    *,
+    layer: Any = None,
+    limit: int = BATCH_SIZE,
+    unrecorded: list[tuple[str, list[Outcome]]] | None = None,
 ) -> list[Outcome]:
     """One round: claim due rows, deliver them, record the outcomes, send the signals.
-    Returns the outcomes (empty when nothing was due)."""
+    Returns the outcomes (empty when nothing was due). When recording fails with a database
+    error, ``(process_id, outcomes)`` is appended to ``unrecorded`` (for
+    :func:`record_outcomes` later) and the error propagates."""
     layer = layer if layer is not None else channel_layer()
     if layer is None:
         raise NoChannelLayer(
@@ -331,10 +341,22 @@ def deliver_due(
     if not rows:
         return []
     outcomes = send(layer, rows)
-    with transaction.atomic(using=alias), connection.cursor() as cursor:
-        record(cursor, dialect, process_id, outcomes)
-    _signal(outcomes)
+    try:
+        record_outcomes(alias, process_id, outcomes)
+    except (DatabaseError, InterfaceError):
+        if unrecorded is not None:
+            unrecorded.append((process_id, outcomes))
+        raise
     return outcomes
+
+
+def record_outcomes(alias: str, process_id: str, outcomes: list[Outcome]) -> None:
+    """Write the outcomes of rows ``process_id`` claimed (one short transaction), then send
+    their signals."""
+    connection = connections[alias]
+    with transaction.atomic(using=alias), connection.cursor() as cursor:
+        record(cursor, dialect_for(connection), process_id, outcomes)
+    _signal(outcomes)
 
 
 def _signal(outcomes: list[Outcome]) -> None:
@@ -376,8 +398,14 @@ class BroadcastRole(Role):
     def __init__(self, supervisor: Any, index: int = 0) -> None:
         super().__init__(supervisor, index)
         self._warned_at: float | None = None
+        self._unrecorded: list[tuple[str, list[Outcome]]] = []
 
     def run_once(self) -> bool:
+        # Outcomes a database error kept us from writing: write them first (never send those
+        # rows again). A database error here backs the loop off and comes back.
+        while self._unrecorded:
+            record_outcomes(self.alias, *self._unrecorded[0])
+            self._unrecorded.pop(0)
         layer = channel_layer()
         if layer is None:
             now = time.monotonic()
@@ -389,7 +417,9 @@ class BroadcastRole(Role):
                     self.label,
                 )
             return False
-        outcomes = deliver_due(self.alias, self.process_id, layer=layer)
+        outcomes = deliver_due(
+            self.alias, self.process_id, layer=layer, unrecorded=self._unrecorded
+        )
         if not outcomes:
             self.polls += 1
         return bool(outcomes)

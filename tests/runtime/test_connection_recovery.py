@@ -11,6 +11,7 @@ The private-server restarts under load are in ``tests/adversarial/restart``.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -18,14 +19,18 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
+from channels.layers import InMemoryChannelLayer
 from django.db import OperationalError, connection, connections, transaction
+from django.test import override_settings
 
 from solid_objects import DatabaseUnavailable
-from solid_objects.models import Instance, Message
+from solid_objects.models import Broadcast, Instance, Message
+from solid_objects.outbox.broadcasts import BroadcastRole
 from solid_objects.runtime.roles import ActorRole
 from solid_objects.runtime.supervisor import Supervisor
 from tests.operations.support import running
 from tests.testapp.actors import core
+from tests.testapp.actors.broadcasts import Board
 from tests.testapp.actors.core import Blocker, Counter
 
 from .helpers import start_thread, wait_until
@@ -318,3 +323,42 @@ def test_a_worker_whose_connection_dies_mid_turn_gives_its_lease_back(solid_sett
         assert supervisor.slots()[0].thread.is_alive()  # the same role thread carried on
     assert Instance.objects.get(actor_id="worked").state == {"hits": 1}
     assert Message.objects.get(id=message.id).attempt_count == 2
+
+
+class GatedLayer(InMemoryChannelLayer):
+    """An in-memory Channels layer whose ``group_send`` waits for the test's go-ahead."""
+
+    sending = threading.Event()
+    proceed = threading.Event()
+
+    async def group_send(self, group: str, message: dict[str, Any]) -> None:
+        type(self).sending.set()
+        await asyncio.to_thread(type(self).proceed.wait, 30)
+        await super().group_send(group, message)
+
+
+def test_a_broadcast_worker_whose_connection_dies_while_sending_records_the_delivery_later():
+    GatedLayer.sending.clear()
+    GatedLayer.proceed.clear()
+    layers = {"default": {"BACKEND": f"{__name__}.GatedLayer"}}
+    supervisor = Supervisor(
+        roles=[(BroadcastRole, 1)], install_signal_handlers=False, wake_ups=False
+    )
+    with override_settings(CHANNEL_LAYERS=layers), running(supervisor):
+        Board.ref("gated").add("x")  # one pending broadcast of ``size``
+        try:
+            assert GatedLayer.sending.wait(30)
+            kill_sessions(other_sessions())  # the broadcast role's and the supervisor's
+        finally:
+            GatedLayer.proceed.set()
+        # Recording failed on the dead connection; the kept outcome is written once the
+        # database answers (without the fix the row stays ``processing`` under a live
+        # process, and the actor's broadcasts stall for good).
+        wait_until(
+            lambda: Broadcast.objects.filter(status="delivered").count() == 1,
+            timeout=NO_LEASE_EXPIRY,
+            what="the delivery to be recorded",
+        )
+    row = Broadcast.objects.get()
+    assert row.claimed_by_id is None
+    assert row.attempt_count == 0  # delivered on its first attempt, not sent again
