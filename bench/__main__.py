@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         default="",
         help="comma-separated measures: "
-        "raw,enqueue,processing,sync,statements,wakeup,state,idle,journal; and memory "
+        "raw,enqueue,processing,sync,contention,statements,wakeup,state,idle,journal; and memory "
         "(worker RSS over --memory-turns turns: minutes, never in a default run)",
     )
     parser.add_argument("--quick", action="store_true", help="small counts (a smoke run)")

@@ -56,6 +56,8 @@ class Params:
     raw_seconds: float = 2.0
     idle_seconds: float = 10.0
     memory_turns: int = 100_000
+    contention_callers: int = 2
+    contention_calls: int = 200
 
 
 def vendor() -> str:
@@ -712,6 +714,53 @@ def journal(p: Params) -> list[Result]:
     ]
 
 
+def contention(p: Params) -> list[Result]:
+    """Several caller processes making sync calls to ONE actor while a worker runs it
+    (issue 9, item 9): the latency a caller sees when another process holds the actor."""
+    import json
+    import tempfile
+
+    reset()
+    callers, calls = p.contention_callers, p.contention_calls
+    out = []
+    with workers(1), tempfile.TemporaryDirectory() as folder:
+        from bench.actors import BenchCounter
+
+        BenchCounter.ref("contended").add(1)  # the actor exists; the worker is up
+        time.sleep(1.0)
+        start_at = time.time() + 2.0
+        outputs = [Path(folder) / f"caller-{n}.json" for n in range(callers)]
+        procs = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "bench.callers",
+                    "contended",
+                    str(calls),
+                    str(path),
+                    str(start_at),
+                ],
+                env=worker_env(),
+                cwd=ROOT,
+            )
+            for path in outputs
+        ]
+        started = time.perf_counter()
+        for proc in procs:
+            proc.wait(300)
+        elapsed = time.perf_counter() - started - max(0.0, start_at - time.time())
+        samples = [value for path in outputs for value in json.loads(path.read_text())]
+    pct = _percentiles(samples)
+    label = f"{callers} caller processes x {calls} sync calls, one actor, one worker"
+    for key, value in pct.items():
+        out.append(Result(f"contended sync call, {key}", value, "ms", note=label))
+    out.append(
+        Result("contended sync calls/s", len(samples) / max(elapsed, 1e-9), "calls/s", note=label)
+    )
+    return out
+
+
 MEASURES: dict[str, Callable[[Params], list[Result]]] = {
     "raw": raw_baselines,
     "enqueue": enqueue_rates,
@@ -723,6 +772,7 @@ MEASURES: dict[str, Callable[[Params], list[Result]]] = {
     "idle": idle_cost,
     "journal": journal,
     "memory": worker_memory,
+    "contention": contention,
 }
 #: Measures left out of a default run (they take minutes): ``--only memory`` runs them.
 OPT_IN = {"memory"}

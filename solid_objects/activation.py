@@ -39,6 +39,8 @@ from .db.vendors import dialect_for
 from .errors import LostActivation, StateMigrationError, UnknownActorType
 from .pause_points import pause_point
 from .registry import get_spec
+from .runtime.wakeup import notify_local
+from .runtime.wakeup_transports import hint_mode, notify_enabled, notify_sql
 from .turn import TurnOutcome, _is_retryable, describe_exception, run_turn
 
 logger = logging.getLogger("solid_objects")
@@ -128,6 +130,8 @@ class Activation:
     more_due: bool = True  # whether a due message follows it (False: no read-ahead)
     started_at: float = field(default_factory=time.monotonic)
     observed: dict[str, Any] = field(default_factory=dict)
+    #: The last commit released the lease with due work left and no hint was sent with it.
+    handed_off: bool = False
 
 
 @dataclass
@@ -471,6 +475,13 @@ def run_pass(
     activation.first = None
     if first is None:
         with transaction.atomic(using=alias), connection.cursor() as cursor:
+            # A claim outside the fenced commit: under the row lock, and only while the
+            # lease is ours (cleanup may have given it back meanwhile).
+            if not dialect.hold_lease(cursor, lease):
+                raise LostActivation(
+                    f"{lease.actor_type}/{lease.actor_id}: the lease (generation "
+                    f"{lease.generation}) was lost before its first claim"
+                )
             first = claim_runnable(cursor, dialect, lease)
             if first is None:
                 dialect.release(cursor, lease)
@@ -522,7 +533,12 @@ def run_pass(
         try:
             try:
                 first = _commit_group(
-                    activation, dialect, outcomes, keep_going=keep_going, yield_head=budget_spent
+                    activation,
+                    dialect,
+                    outcomes,
+                    keep_going=keep_going,
+                    yield_head=budget_spent,
+                    hand_off=reached_stop,
                 )
             except LostActivation:
                 raise
@@ -567,7 +583,9 @@ def run_pass(
         result.processed += len(outcomes)
         for outcome in outcomes:
             result.outcomes[outcome.message.id] = outcome
-        _after_commit(activation, outcomes)
+        _after_commit(activation, outcomes, stop_after)
+        if reached_stop:
+            notify_local("work")  # this process's workers may take over what is left
     _released(activation, cache, result)
     return result
 
@@ -669,8 +687,13 @@ def _commit_group(
     *,
     keep_going: bool,
     yield_head: bool,
+    hand_off: bool = False,
 ) -> MessageRow | None:
-    """The fenced commit of a group; returns the next claimed message, if any."""
+    """The fenced commit of a group; returns the next claimed message, if any.
+
+    ``hand_off``: a sync caller ends its pass at its own message; if the actor has more due
+    work the commit hints other processes (workers, waiting callers) to take it over, since
+    nobody else was told when it was enqueued while this caller held the lease."""
     settings = get_settings()
     lease = activation.lease
     alias = activation.alias
@@ -708,6 +731,7 @@ def _commit_group(
             write_state=write_state,
             keep_going=keep_going,
             yield_head=yield_head,
+            hand_off=hand_off,
         )
     with transaction.atomic(using=alias), connection.cursor() as cursor:
         fenced = dialect.fence(
@@ -741,9 +765,23 @@ def _commit_group(
                 dialect.release(cursor, lease)
         elif yield_head:
             dialect.yield_head(cursor, lease.instance_id)
+        if hand_off and not keep_going:
+            _hand_off_in_transaction(cursor, dialect, activation)
     activation.dirty = False
     lease.state_revision = revision
     return next_message
+
+
+def _hand_off_in_transaction(cursor: Any, dialect: Any, activation: Activation) -> None:
+    """A sync caller releases the lease at its own message: look for due work left only
+    where a hint can reach another process (this process's waiters are rung anyway)."""
+    mode = hint_mode()
+    if dialect.vendor == "postgresql" and notify_enabled():
+        if dialect.has_due(cursor, activation.lease.instance_id):
+            cursor.execute(*notify_sql("work"))  # sent when this transaction commits
+            cursor.execute(*notify_sql("result"))
+    elif mode == "redis":
+        activation.handed_off = dialect.has_due(cursor, activation.lease.instance_id)
 
 
 def _commit_group_in_one_statement(
@@ -755,6 +793,7 @@ def _commit_group_in_one_statement(
     write_state: bool,
     keep_going: bool,
     yield_head: bool,
+    hand_off: bool,
 ) -> MessageRow | None:
     """The common case on PostgreSQL: a group that staged nothing commits in one statement,
     and the next turn is claimed by a second one (each its own transaction)."""
@@ -762,7 +801,7 @@ def _commit_group_in_one_statement(
     lease = activation.lease
     connection = connections[activation.alias]
     with connection.cursor() as cursor:
-        fenced, next_message = dialect.commit_group(
+        fenced, next_message, activation.handed_off = dialect.commit_group(
             cursor,
             lease,
             claimed_message_id=completions[0].message_id,
@@ -773,6 +812,8 @@ def _commit_group_in_one_statement(
             lease_seconds=settings.LEASE_DURATION,
             completions=completions,
             claim_next=keep_going,
+            hand_off=hand_off and not keep_going,
+            notify=notify_enabled(),
         )
         if not fenced:
             raise LostActivation(
@@ -784,6 +825,10 @@ def _commit_group_in_one_statement(
         # With nothing due after the group the statement released the lease itself.
         if next_message is not None and next_message.attempt_count > next_message.max_attempts:
             with transaction.atomic(using=activation.alias):
+                # As in the recovery: the row lock, and the lease still ours, before the
+                # exhausted message goes to its dead letter.
+                if not dialect.hold_lease(cursor, lease):
+                    return None  # the group committed; its next claim is recovered later
                 next_message = claim_runnable(cursor, dialect, lease, next_message)
                 if next_message is None:
                     dialect.release(cursor, lease)
@@ -825,8 +870,12 @@ def _record_failure(
         outcome.kind = "dead"
 
 
-def _after_commit(activation: Activation, outcomes: list[TurnOutcome]) -> None:
-    from .runtime.wakeup import notify_local
+def _after_commit(
+    activation: Activation, outcomes: list[TurnOutcome], own_message: int | None = None
+) -> None:
+    """Signals and wake-ups of a committed group. ``own_message`` is the message of the sync
+    caller running this pass (it needs no hint)."""
+    from .runtime.wakeup_transports import publish, publish_result
 
     lease = activation.lease
     for outcome in outcomes:
@@ -861,6 +910,16 @@ def _after_commit(activation: Activation, outcomes: list[TurnOutcome]) -> None:
         if outcome.broadcasts:
             notify_local("broadcast")
     notify_local("result")
+    if activation.handed_off:
+        activation.handed_off = False
+        publish("work")
+        publish("result")
+    if any(o.message.delivery_mode == "sync" and o.message.id != own_message for o in outcomes):
+        # Another process may be waiting for one of these outcomes.
+        try:
+            publish_result(activation.alias)
+        except Exception:
+            logger.debug("result hint not sent", exc_info=True)
 
 
 def _released(activation: Activation, cache: ActivationCache | None, result: PassResult) -> None:

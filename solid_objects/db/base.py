@@ -745,6 +745,15 @@ class Dialect:
         )
         return cursor.rowcount == 1
 
+    def has_due(self, cursor: Any, instance_id: int) -> bool:
+        """Whether the actor has a due ready message (its head, since order is strict)."""
+        cursor.execute(
+            f"SELECT 1 FROM {self.t_ready} WHERE instance_id = %s "
+            f"AND available_at <= {self.now} LIMIT 1",
+            [instance_id],
+        )
+        return cursor.fetchone() is not None
+
     def renew(self, cursor: Any, lease: LeaseRow, lease_seconds: float) -> bool:
         expires_sql, expires_params = self.now_plus(lease_seconds)
         cursor.execute(

@@ -321,7 +321,9 @@ class PostgreSQLDialect(Dialect):
         lease_seconds: float,
         completions: Sequence[Completion],
         claim_next: bool,
-    ) -> tuple[bool, MessageRow | None]:
+        hand_off: bool = False,
+        notify: bool = False,
+    ) -> tuple[bool, MessageRow | None, bool]:
         """The whole fenced commit of a group, and the claim of the next turn, in ONE
         statement run in autocommit: one round trip and one commit per group.
 
@@ -332,6 +334,11 @@ class PostgreSQLDialect(Dialect):
         place keeps the one-claim-per-actor unique index out of the statement's way. The
         next message is the actor's lowest-sequence ready row outside the group, and only
         if it is due (strict order).
+
+        ``hand_off`` (a sync caller releasing the lease at its own message): if a due message
+        follows the group, ``NOTIFY`` work and result hints in the same statement when
+        ``notify``, so they go out exactly when it commits; the third value returned says
+        whether such work is left without a hint sent (the caller publishes it otherwise).
         """
         sets, params = self._fence_sets(
             state, state_version, state_revision, release or claim_next, lease_seconds
@@ -400,15 +407,31 @@ class PostgreSQLDialect(Dialect):
             followers,
         ]
         if not claim_next:
+            left_sql, left_params = "FALSE", []
+            if hand_off:
+                # Due work left after the group (the statement's snapshot still shows the
+                # followers' ready rows: they are excluded by id).
+                due = (
+                    f"FROM {self.t_ready} k, f WHERE k.instance_id = f.id "
+                    "AND k.message_id <> ALL(%s) AND k.available_at <= now() LIMIT 1"
+                )
+                if notify:
+                    left_sql = (
+                        "(SELECT COUNT(*) FROM (SELECT pg_notify(%s, 'work'), "
+                        f"pg_notify(%s, 'result') {due}) AS hint) < 0"
+                    )
+                    left_params = [NOTIFY_CHANNEL, NOTIFY_CHANNEL, followers]
+                else:
+                    left_sql, left_params = f"EXISTS (SELECT 1 {due})", [followers]
             cursor.execute(
                 f"WITH {fence}, u AS (DELETE FROM {self.t_claimed} c USING f "
                 "WHERE c.instance_id = f.id AND c.message_id = %s RETURNING c.message_id) "
                 "SELECT (SELECT COUNT(*) FROM f), (SELECT COUNT(*) FROM u), "
-                "(SELECT COUNT(*) FROM d), (SELECT COUNT(*) FROM r)",
-                [*fence_params, claimed_message_id],
+                f"(SELECT COUNT(*) FROM d), (SELECT COUNT(*) FROM r), {left_sql}",
+                [*fence_params, claimed_message_id, *left_params],
             )
-            fenced, unclaimed, _done, _dropped = cursor.fetchone()
-            return bool(fenced == 1 and unclaimed == 1), None
+            fenced, unclaimed, _done, _dropped, left = cursor.fetchone()
+            return bool(fenced == 1 and unclaimed == 1), None, bool(left)
         columns = ", ".join(f"n.{c.strip()}" for c in MESSAGE_COLUMNS.split(","))
         columns = columns.replace("n.arguments", "n.arguments::text")
         cursor.execute(
@@ -436,9 +459,9 @@ class PostgreSQLDialect(Dialect):
         row = cursor.fetchone()
         fenced, unclaimed = row[0], row[1]
         if not (fenced == 1 and unclaimed == 1):
-            return False, None
+            return False, None, False
         next_message = None if row[4] is None else self._message_from_row(row[4:])
-        return True, next_message
+        return True, next_message, False
 
     def state_unless_cached(
         self, alias: str, cached: dict[int, int] | None, instance_ids: Sequence[int]

@@ -89,6 +89,11 @@ def _cached_mode() -> str:
     return cached[1]
 
 
+def hint_mode() -> str:
+    """The cross-process hint mode in force for this process's settings (cached)."""
+    return _cached_mode()
+
+
 def notify_enabled() -> bool:
     """Whether PostgreSQL enqueues send ``NOTIFY`` (read by ``PostgreSQLDialect.notify``)."""
     if _notify_override is not None:
@@ -212,8 +217,16 @@ class Transport:
         )
         self._thread.start()
 
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive() and not self._stop.is_set()
+
     def stop(self, timeout: float = 2.0) -> None:
         self._stop.set()
+        with _listeners_lock:
+            for key, transport in list(_listeners.items()):
+                if transport is self:
+                    del _listeners[key]
         if self._thread is not None:
             self._thread.join(timeout)
         self._close()
@@ -403,6 +416,54 @@ def probe(alias: str | None = None) -> ProbeResult:
         transport.stop()
 
 
+# -- result hints: sync callers waiting for a message another process runs ---------------------
+#: This process's listener per alias (``None``: none could be started, or it is starting).
+_listeners: dict[tuple[int, str], Transport | None] = {}
+_listeners_lock = threading.Lock()
+
+
+def publish_result(alias: str) -> None:
+    """After a commit that finished sync calls of other processes: ring their ``result``
+    doorbells (a ``NOTIFY`` in autocommit, or a Redis message), so a waiting caller reads
+    its outcome at once instead of at its next poll."""
+    mode = _cached_mode()
+    if mode == "postgresql":
+        from django.db import connections
+
+        connection = connections[alias]
+        if connection.in_atomic_block:
+            return  # only ever called after the commit; never delay a caller's transaction
+        with connection.cursor() as cursor:
+            cursor.execute(*notify_sql("result"))
+    elif mode == "redis":
+        _redis_publisher.publish("result")
+
+
+def ensure_listener(alias: str) -> None:
+    """Make sure this process hears cross-process hints (a sync caller is about to wait for
+    a message another process is running). Worker processes already listen; elsewhere the
+    listener starts once per process, in the background, so this wait still polls."""
+    key = (os.getpid(), alias)
+    if key in _listeners:
+        return
+    with _listeners_lock:
+        if key in _listeners:
+            return
+        _listeners[key] = None
+    if resolve_mode(alias) not in TRANSPORTS:
+        return
+
+    def start_in_background() -> None:
+        try:
+            start(alias)
+        except Exception:
+            logger.warning("wake-ups: the result listener did not start", exc_info=True)
+
+    threading.Thread(
+        target=start_in_background, name="solid-objects-wakeup-start", daemon=True
+    ).start()
+
+
 def start(alias: str | None = None) -> Transport | None:
     """Probe and start this process's listener; ``None`` when workers only poll."""
     alias = alias or get_settings().DATABASE
@@ -411,6 +472,11 @@ def start(alias: str | None = None) -> Transport | None:
     if transport_class is None:
         logger.info("wake-ups: %s (no cross-process transport)", mode)
         return None
+    key = (os.getpid(), alias)
+    with _listeners_lock:
+        running = _listeners.get(key)
+    if running is not None and running.mode == mode and running.alive:
+        return running  # a caller's listener already runs in this process: share it
     transport = transport_class(alias)
     result = transport.probe()
     if not result.ok:
@@ -421,4 +487,6 @@ def start(alias: str | None = None) -> Transport | None:
         return None
     logger.info("wake-ups: %s (probe %.1f ms)", mode, (result.seconds or 0.0) * 1000)
     transport.start()
+    with _listeners_lock:
+        _listeners[key] = transport
     return transport
