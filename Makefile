@@ -40,11 +40,12 @@ ifneq ($(strip $(shell cat $(STAMP) 2>/dev/null)),$(strip $(INSTALL_SPEC)))
 .PHONY: $(STAMP)
 endif
 
-.PHONY: help venv sysdeps test demo lint format bench tox clean
+.PHONY: help venv sysdeps test test-adversarial demo lint format bench tox clean
 
 help:
 	@echo "make demo    run the example shop (web server + workers) on http://$(DEMO_HOST):$(DEMO_PORT)/"
 	@echo "make test    the test suite on SQLite and on every URL in DATABASE_URLS"
+	@echo "make test-adversarial  the SIGKILL soak and database-restart suites (same URLs)"
 	@echo "make lint    ruff check + ruff format --check"
 	@echo "make format  ruff format + ruff check --fix"
 	@echo "make bench   python -m bench (on DATABASE_URL)"
@@ -72,13 +73,19 @@ $(STAMP): pyproject.toml | $(PY)
 	@echo '$(INSTALL_SPEC)' > $@
 
 # mysqlclient has no Linux wheels: it compiles against libmariadb found through pkg-config.
-SYSTEM_PACKAGES := libmariadb-dev pkg-config
+# spin model-checks the protocol (tests/model), part of the test suite.
+SYSTEM_PACKAGES := libmariadb-dev pkg-config spin
 sysdeps:
-	@case ",$(EXTRAS)," in *,mysql,*) ;; *) exit 0 ;; esac; \
-	if [ -x "$(PY)" ] && $(PY) -c 'import MySQLdb' >/dev/null 2>&1; then exit 0; fi; \
-	if command -v pkg-config >/dev/null 2>&1 && \
-	   { pkg-config --exists libmariadb || pkg-config --exists mariadb || pkg-config --exists mysqlclient; }; then exit 0; fi; \
-	echo "==> mysqlclient needs system packages to build: $(SYSTEM_PACKAGES)"; \
+	@need=""; \
+	if ! command -v spin >/dev/null 2>&1; then need=1; fi; \
+	case ",$(EXTRAS)," in *,mysql,*) \
+	  if ! { [ -x "$(PY)" ] && $(PY) -c 'import MySQLdb' >/dev/null 2>&1; } && \
+	     ! { command -v pkg-config >/dev/null 2>&1 && \
+	         { pkg-config --exists libmariadb || pkg-config --exists mariadb || pkg-config --exists mysqlclient; }; }; then \
+	    need=1; fi ;; \
+	esac; \
+	[ -n "$$need" ] || exit 0; \
+	echo "==> the build and the tests need system packages: $(SYSTEM_PACKAGES)"; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $(SYSTEM_PACKAGES); \
@@ -91,7 +98,16 @@ sysdeps:
 
 # ---------------------------------------------------------------- everyday targets
 test: $(STAMP)
+	@$(MAKE) sysdeps
 	@.ci/test-matrix $(PY)
+
+# The slow adversarial suites (SIGKILL soak, private database servers restarted under load),
+# deselected from `make test`; one run after another by default (they load both cores).
+ADVERSARIAL_MARKERS ?= soak or restart
+test-adversarial: $(STAMP)
+	@$(MAKE) sysdeps
+	@PYTEST_ARGS="-m '$(ADVERSARIAL_MARKERS)' $(PYTEST_ARGS)" TEST_PARALLEL=$${ADVERSARIAL_PARALLEL:-0} \
+	  .ci/test-matrix $(PY)
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
