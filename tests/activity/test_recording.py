@@ -28,9 +28,10 @@ from tilttek_activity.models import Entry
 from .conftest import in_thread, statements
 from .factories import ActivityFactory, UserFactory
 
-#: Statements for a duplicate: the insert-once statement, then the read of the kept row;
-#: MySQL also asks SHOW WARNINGS (IGNORE's 1062 warning). A new entry is one statement.
-DUPLICATE_STATEMENTS = {"postgresql": 2, "sqlite": 2, "mysql": 3}
+#: Statements for a duplicate: the insert-once statement, then the read of the kept row; on
+#: MariaDB one compound statement does both (and serialises writers of the key). A new
+#: entry is one statement everywhere.
+DUPLICATE_STATEMENTS = {"postgresql": 2, "sqlite": 2, "mysql": 1}
 
 
 def rows(key: str) -> int:
@@ -123,7 +124,10 @@ class TestRecordActivity:
             record_activity(**item)
         with CaptureQueriesContext(connection) as duplicate:
             record_activity(**item)
-        assert len(statements(new)) == len(new) == 1, new.captured_queries
+        # MySQL (not MariaDB) has no compound statements: read, GET_LOCK, read, FOR UPDATE
+        # read, INSERT, RELEASE_LOCK (see tilttek_activity.db.innodb).
+        stepwise = vendor == "mysql" and not connection.mysql_is_mariadb
+        assert len(statements(new)) == len(new) == (6 if stepwise else 1), new.captured_queries
         assert len(statements(duplicate)) == DUPLICATE_STATEMENTS[vendor], (
             duplicate.captured_queries
         )
@@ -461,33 +465,64 @@ def test_the_generic_backend_uses_a_savepoint_per_insert(monkeypatch: Any) -> No
 @pytest.mark.django_db
 @pytest.mark.db_vendor("mysql")
 def test_mysql_without_returning_replays_an_ambiguous_bulk_row_by_row(monkeypatch: Any) -> None:
-    """MySQL 8 has no INSERT ... RETURNING: a multi-row INSERT IGNORE that wrote only some
-    rows is rolled back to a savepoint and replayed one row at a time."""
+    """MySQL 8 has no INSERT ... RETURNING (nor compound statements): a multi-row INSERT
+    IGNORE that wrote only some rows is rolled back to a savepoint and replayed one row at a
+    time. (Forced here on MariaDB.)"""
     from tilttek_activity.db.mysql import MySQLBackend
 
+    monkeypatch.setattr(MySQLBackend, "compound", property(lambda self: False))
     monkeypatch.setattr(MySQLBackend, "returning", property(lambda self: False))
     items = ActivityFactory.build_batch(3)
     results = record_activities(items)
     assert [r.created for r in results] == [True, True, True]
     assert record_activities([*items, ActivityFactory()])[-1].created is True
 
-    # A concurrent writer wins one key between the key read and the insert: simulate it by
-    # hiding that key from the read (the insert then writes 2 of 3 rows: ambiguous).
+    # A writer that does not take the key's mutex wins one key between the reads and the
+    # insert: simulate it by hiding that key from the reads (the insert then writes 2 of 3
+    # rows: ambiguous).
     contested, *others = ActivityFactory.build_batch(3)
     winner = record_activity(**contested).entry
-    original = MySQLBackend.read_kept
+    original_read = MySQLBackend.read_kept
+    original_for_update = MySQLBackend._read_for_update
+
+    def hide(found: dict[Any, Any]) -> dict[Any, Any]:
+        return {k: v for k, v in found.items() if k[0] != contested["idempotency_key"]}
 
     def read_missing_the_winner(self: Any, identities: Any, *, lock: bool = True) -> Any:
-        found = original(self, identities, lock=lock)
-        return (
-            found
-            if lock
-            else {k: v for k, v in found.items() if k[0] != contested["idempotency_key"]}
-        )
+        found = original_read(self, identities, lock=lock)
+        return found if lock else hide(found)
 
     monkeypatch.setattr(MySQLBackend, "read_kept", read_missing_the_winner)
+    monkeypatch.setattr(
+        MySQLBackend,
+        "_read_for_update",
+        lambda self, identities: hide(original_for_update(self, identities)),
+    )
     results = record_activities([contested, *others])
     assert [r.created for r in results] == [False, True, True]
     assert results[0].entry == winner
     for item in others:
         assert rows(item["idempotency_key"]) == 1
+
+
+@pytest.mark.django_db
+@pytest.mark.db_vendor("mysql")
+@pytest.mark.parametrize("compound", [True, False], ids=["compound", "stepwise"])
+def test_mysql_refuses_a_value_insert_ignore_would_coerce(monkeypatch: Any, compound: bool) -> None:
+    """IGNORE turns a data error into a warning and stores a coerced value: any warning
+    but a duplicate undoes the row and raises (a draft that skipped validation here)."""
+    import dataclasses
+
+    from tilttek_activity.db import backend_for
+    from tilttek_activity.db.mysql import MySQLBackend
+    from tilttek_activity.validation import validate_activity
+
+    monkeypatch.setattr(MySQLBackend, "compound", property(lambda self: compound))
+    now = datetime.now(UTC).replace(microsecond=0)
+    fine = validate_activity("auth.user:1", "order.placed", now=now, max_future=None)
+    too_long = dataclasses.replace(fine, verb="v" * 200)
+    with pytest.raises(InvalidActivity) as caught:
+        backend_for(connection.alias).insert_once([too_long])
+    assert caught.value.field == "verb"
+    assert rows(fine.idempotency_key) == 0
+    assert backend_for(connection.alias).insert_once([fine]).created

@@ -1,17 +1,20 @@
 """MySQL and MariaDB: ``INSERT IGNORE`` after full validation, evidence from ``INNODB_TRX``.
 
 Writing once
-    ``INSERT IGNORE`` turns a duplicate key into warning 1062 instead of an error, so it never
-    disturbs the caller's transaction. IGNORE also downgrades *every* other error to a
-    warning and stores a coerced value, which is why everything is validated in Python first
-    and why any warning other than 1062 raises (after deleting what the statement wrote).
-    The kept row is read back with a locking read (``LOCK IN SHARE MODE``), which sees the
-    latest committed version even when the caller's transaction runs under REPEATABLE READ
-    with an older snapshot. MariaDB 10.5+ returns the written rows (``RETURNING``); on MySQL a
+    Never by a bare ``INSERT IGNORE``: a duplicate makes InnoDB lock the gap before the
+    existing key, and writers of one key waiting on a transaction that rolls back deadlock
+    each other (1213 rolls back the victim's whole transaction). :mod:`.innodb` explains the
+    protocol used instead: a plain read, a per-key ``GET_LOCK`` mutex, a ``FOR UPDATE`` read
+    that waits for a concurrent writer's row without gap locks, then the insert of what is
+    still absent. On MariaDB it is one compound statement (a new entry, a duplicate and a
+    bulk chunk each cost one round trip); on MySQL one statement per step. The insert is
+    still ``INSERT IGNORE`` (against writers that do not take the mutex), and IGNORE also
+    downgrades *every* other error to a warning and stores a coerced value, which is why
+    everything is validated in Python first and why any warning other than 1062 raises
+    (after deleting what the statement wrote). A key is only inserted once seen absent, so a
+    duplicate no longer burns an auto-increment value. On MySQL (no ``RETURNING``) a
     multi-row insert that wrote only some rows cannot tell which, so it is rolled back to a
-    savepoint and replayed row by row. InnoDB allocates an auto-increment value before it
-    checks uniqueness, so an ignored duplicate burns a position: bulk writes read the keys
-    first to avoid most of them, and catch-up passes the rest once they are provably dead.
+    savepoint and replayed row by row.
 
 Gap evidence
     ``information_schema.INNODB_TRX`` lists running InnoDB transactions, but is served from a
@@ -40,7 +43,7 @@ from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any, ClassVar
 
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, OperationalError, transaction
 
 from ..errors import ActivityError, InvalidActivity
 from ..validation import Draft
@@ -50,12 +53,15 @@ from .base import (
     GapStrategy,
     Identity,
     InsertOutcome,
+    Row,
     TransactionEvidence,
 )
+from .innodb import CREATED, FOUND, compound_write, lock_name
 
 logger = logging.getLogger("tilttek_activity")
 
 DUPLICATE_KEY = 1062
+LOCK_WAIT_TIMEOUT = 1205
 #: INNODB_TRX's cache refreshes once nobody has read it for 0.1 s.
 CACHE_IDLE_SECONDS = 0.12
 EVIDENCE_ATTEMPTS = 4
@@ -76,6 +82,25 @@ _unreadable: set[str] = set()
 
 class _Ambiguous(Exception):
     """A multi-row INSERT IGNORE wrote some rows, and MySQL does not say which."""
+
+
+def _refused(level: str, code: int, message: str) -> InvalidActivity:
+    """IGNORE downgraded an error to a warning: the value was refused (nothing is kept)."""
+    match = re.search(r"column '(\w+)'", str(message))
+    return InvalidActivity(
+        match.group(1) if match else "entry",
+        f"the database refused the value ({level} {code}: {message})",
+    )
+
+
+def _lock_timeout(drafts: Sequence[Draft]) -> OperationalError:
+    """Waiting for the writer of a key timed out, like an InnoDB lock wait (1205): this
+    statement did nothing and the transaction goes on."""
+    keys = ", ".join(repr(d.idempotency_key) for d in drafts[:3])
+    return OperationalError(
+        LOCK_WAIT_TIMEOUT,
+        f"Lock wait timeout exceeded waiting for the writer of idempotency key(s) {keys}",
+    )
 
 
 class MySQLBackend(Backend):
@@ -99,28 +124,109 @@ class MySQLBackend(Backend):
         )
         return sql, params
 
+    @property
+    def compound(self) -> bool:
+        """MariaDB runs anonymous compound statements (``BEGIN NOT ATOMIC``): the whole
+        write-once protocol of :mod:`.innodb` in one round trip. MySQL needs one statement
+        per step."""
+        return bool(self.connection.mysql_is_mariadb)
+
     def insert_once(self, drafts: Sequence[Draft]) -> InsertOutcome:
+        """Write once without waiting on the unique index (see :mod:`.innodb`)."""
+        if self.compound:
+            return self._insert_compound(drafts)
+        return self._insert_stepwise(drafts)
+
+    def _lock_names(self, drafts: Sequence[Draft]) -> list[str]:
+        database = str(self.connection.settings_dict["NAME"])
+        return [lock_name(database, d.kind, d.idempotency_key) for d in drafts]
+
+    def _insert_compound(self, drafts: Sequence[Draft]) -> InsertOutcome:
+        sql, params = compound_write(
+            drafts, self._lock_names(drafts), [self.draft_params(d) for d in drafts]
+        )
+        with self.connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
         outcome = InsertOutcome()
-        pending = list(drafts)
-        if len(pending) > 1:
-            # A plain read of the keys first: duplicates are not sent, so they burn no
-            # auto-increment value (a lost race is still handled by IGNORE below).
-            outcome.kept.update(self.read_kept([d.identity for d in pending], lock=False))
-            pending = [d for d in pending if d.identity not in outcome.kept]
+        waited = []
+        for index, result, position, _got, code, message, *row in rows:
+            draft = drafts[index]
+            if code is not None:
+                raise _refused("Warning", code, message)
+            if result == CREATED:
+                outcome.created[draft.identity] = position
+            elif result in FOUND:
+                outcome.kept[draft.identity] = row
+            else:
+                waited.append(draft)
+        if waited:
+            raise _lock_timeout(waited)
+        return outcome
+
+    def _insert_stepwise(self, drafts: Sequence[Draft]) -> InsertOutcome:
+        """The steps of :mod:`.innodb`, one statement each (MySQL)."""
+        outcome = InsertOutcome()
+        outcome.kept.update(self.read_kept([d.identity for d in drafts], lock=False))
+        pending = [d for d in drafts if d.identity not in outcome.kept]
         if not pending:
             return outcome
+        names = sorted(set(self._lock_names(pending)))
+        self._get_locks(names, pending)
+        try:
+            outcome.kept.update(self.read_kept([d.identity for d in pending], lock=False))
+            pending = [d for d in pending if d.identity not in outcome.kept]
+            if pending:
+                outcome.kept.update(self._read_for_update([d.identity for d in pending]))
+                pending = [d for d in pending if d.identity not in outcome.kept]
+            if pending:
+                self._insert_absent(pending, outcome)
+        finally:
+            self._release_locks(names)
+        return outcome
+
+    def _get_locks(self, names: Sequence[str], drafts: Sequence[Draft]) -> None:
+        """Every mutex, in name order (evaluated left to right), or none."""
+        calls = ", ".join("GET_LOCK(%s, @@innodb_lock_wait_timeout)" for _ in names)
+        with self.connection.cursor() as cursor:
+            cursor.execute(f"SELECT {calls}", list(names))
+            got = cursor.fetchone()
+        if any(value != 1 for value in got):
+            self._release_locks(names)
+            raise _lock_timeout(drafts)
+
+    def _release_locks(self, names: Sequence[str]) -> None:
+        calls = ", ".join("RELEASE_LOCK(%s)" for _ in names)
+        with self.connection.cursor() as cursor:
+            cursor.execute(f"DO {calls}", list(names))
+
+    def _read_for_update(self, identities: Sequence[Identity]) -> dict[Identity, Row]:
+        """The rows of these identities, waiting for a concurrent writer's uncommitted row
+        with an exclusive record lock (READ COMMITTED: an absent key takes no lock)."""
+        condition = " OR ".join(
+            f"({self.columns[2]} = %s AND {self.columns[1]} = %s)" for _ in identities
+        )
+        params = [value for identity in identities for value in identity]
+        sql = f"SELECT {self.select_list} FROM {self.entry_table} WHERE {condition} FOR UPDATE"
+        with self.connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
+        return {(row[2], row[1]): row for row in rows}
+
+    def _insert_absent(self, drafts: Sequence[Draft], outcome: InsertOutcome) -> None:
+        """INSERT IGNORE of keys seen absent under their mutexes (IGNORE only guards
+        against writers that do not take the mutex)."""
         if self.returning:
-            self._insert_returning(pending, outcome)
-        elif len(pending) == 1:
-            self._insert_one(pending[0], outcome)
+            self._insert_returning(drafts, outcome)
+        elif len(drafts) == 1:
+            self._insert_one(drafts[0], outcome)
         else:
             try:
                 with transaction.atomic(using=self.alias):
-                    self._insert_many(pending, outcome)
+                    self._insert_many(drafts, outcome)
             except _Ambiguous:
-                for draft in pending:
+                for draft in drafts:
                     self._insert_one(draft, outcome)
-        return outcome
 
     def _insert_returning(self, drafts: Sequence[Draft], outcome: InsertOutcome) -> None:
         sql, params = self._values(drafts)
@@ -172,11 +278,7 @@ class MySQLBackend(Backend):
                 list(written),
             )
         level, code, message = bad[0][:3]
-        match = re.search(r"column '(\w+)'", str(message))
-        raise InvalidActivity(
-            match.group(1) if match else "entry",
-            f"the database refused the value ({level} {code}: {message})",
-        )
+        raise _refused(level, code, message)
 
     def create_checkpoint(self, name: str, now: datetime) -> None:
         with self.connection.cursor() as cursor:

@@ -1,0 +1,241 @@
+"""Concurrent writers of one idempotency key, inside transactions that roll back.
+
+§B1: a write is recorded once per key and never aborts the caller's transaction. The
+dangerous interleaving (issue 9, defect 2): T1 records key K inside ``atomic()`` and keeps
+its transaction open; T2..Tn record K inside their own ``atomic()`` blocks and wait on T1's
+row; T1 rolls back. On InnoDB, every waiter then holds a gap lock where K was and each
+one's insert waits for the others': a deadlock (1213) that rolls back a waiter's *whole*
+transaction. The journal serialises writers of one key before the insert (see
+:mod:`tilttek_activity.db.mysql`), so no waiter ever aborts.
+
+Each round lines the threads up with barriers and, where the database can show it
+(PostgreSQL's ``pg_stat_activity``, MariaDB's ``INNODB_TRX``/``PROCESSLIST``), waits until
+every waiter is really blocked before T1 rolls back. SQLite serialises whole write
+transactions, so there the waiters queue on the database lock (not observable; the barrier
+only releases them together) and the same assertions hold.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from django.db import connection, connections, transaction
+
+from tilttek_activity import Recorded, record_activity
+from tilttek_activity.models import Entry
+
+#: Upper bound of any wait (the machine is shared and slow); events end waits early.
+PATIENCE = 30.0
+
+
+@dataclass
+class Waiter:
+    """What one contending thread saw."""
+
+    name: str
+    session: Any = None
+    recorded: Recorded | None = None
+    before_key: str = ""
+    after_key: str = ""
+    error: BaseException | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+def session_id() -> Any:
+    """This thread's server session (the id the catalogue views show)."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SELECT pg_backend_pid()")
+        elif connection.vendor == "mysql":
+            cursor.execute("SELECT CONNECTION_ID()")
+        else:
+            return None
+        return cursor.fetchone()[0]
+
+
+def blocked(sessions: list[Any]) -> int:
+    """How many of these sessions are waiting for a lock right now (0 where unknowable)."""
+    if connection.vendor == "postgresql":
+        sql = (
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE pid = ANY(%s) AND wait_event_type IN ('Lock', 'LWLock')"
+        )
+        params: list[Any] = [sessions]
+    elif connection.vendor == "mysql":
+        marks = ", ".join(["%s"] * len(sessions))
+        sql = (
+            "SELECT count(*) FROM information_schema.PROCESSLIST p "
+            "LEFT JOIN information_schema.INNODB_TRX t ON t.trx_mysql_thread_id = p.ID "
+            f"WHERE p.ID IN ({marks}) AND (t.trx_state = 'LOCK WAIT' OR p.STATE = 'User lock')"
+        )
+        params = list(sessions)
+    else:
+        return 0
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return int(cursor.fetchone()[0])
+
+
+def wait_for(predicate: Callable[[], Any], what: str) -> None:
+    """Poll ``predicate``. On MySQL/MariaDB no faster than every 0.15 s: ``INNODB_TRX`` is a
+    cache refreshed only after 0.1 s without readers, so a faster poll reads it stale forever."""
+    interval = 0.15 if connection.vendor == "mysql" else 0.01
+    deadline = time.monotonic() + PATIENCE
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {PATIENCE:.0f}s waiting for {what}")
+        threading.Event().wait(interval)
+
+
+def payload(key: str) -> dict[str, Any]:
+    return {
+        "member": "tests.member:race",
+        "verb": "race.won",
+        "object": "tests.prize:1",
+        "context": {"key": key},
+        "idempotency_key": key,
+    }
+
+
+def contend(waiters: int, *, holder_commits: bool = False) -> tuple[str, list[Waiter]]:
+    """One round: a holder records K and keeps its transaction open, ``waiters`` threads
+    record K inside their own transactions (each also writing a row of its own before and
+    after), the holder rolls back (or commits) once every waiter is blocked."""
+    key = f"race:{uuid.uuid4()}"
+    contenders = [Waiter(f"T{i + 2}") for i in range(waiters)]
+    held = threading.Event()
+    release = threading.Event()
+    ready = threading.Barrier(waiters + 1, timeout=PATIENCE)
+    holder_error: list[BaseException] = []
+
+    def hold() -> None:
+        try:
+            with transaction.atomic():
+                record_activity(**payload(key))
+                held.set()
+                release.wait(PATIENCE)
+                if not holder_commits:
+                    transaction.set_rollback(True)
+        except BaseException as exc:
+            holder_error.append(exc)
+            held.set()
+        finally:
+            connections.close_all()
+
+    def contend_as(waiter: Waiter) -> None:
+        try:
+            waiter.session = session_id()
+            held.wait(PATIENCE)
+            ready.wait()
+            with transaction.atomic():
+                waiter.before_key = f"own:{uuid.uuid4()}"
+                record_activity(
+                    "tests.member:own", "race.before", idempotency_key=waiter.before_key
+                )
+                waiter.recorded = record_activity(**payload(key))
+                waiter.after_key = f"own:{uuid.uuid4()}"
+                record_activity("tests.member:own", "race.after", idempotency_key=waiter.after_key)
+        except BaseException as exc:  # reported by the test
+            waiter.error = exc
+        finally:
+            waiter.done.set()
+            connections.close_all()
+
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    threads = [threading.Thread(target=contend_as, args=(w,), daemon=True) for w in contenders]
+    for thread in threads:
+        thread.start()
+    try:
+        ready.wait()
+        sessions = [w.session for w in contenders]
+        if connection.vendor in ("postgresql", "mysql"):
+            wait_for(
+                lambda: blocked(sessions) == waiters or any(w.done.is_set() for w in contenders),
+                f"{waiters} writers of {key!r} to block on the holder",
+            )
+    finally:
+        release.set()
+        holder.join(PATIENCE)
+        for thread in threads:
+            thread.join(PATIENCE)
+    assert not holder_error, holder_error
+    return key, contenders
+
+
+def check_round(key: str, contenders: list[Waiter], *, holder_commits: bool = False) -> list[str]:
+    """Every violation of §B1 this round showed (empty when none): a waiter whose
+    transaction failed or lost its own writes, not exactly one entry for the key, not
+    exactly one writer reporting ``created`` (none when the holder committed), a writer
+    handed another entry than the kept one."""
+    problems = []
+    for waiter in contenders:
+        if waiter.error is not None:
+            problems.append(f"{waiter.name}: {type(waiter.error).__name__}: {waiter.error}")
+            continue
+        for own in (waiter.before_key, waiter.after_key):
+            if Entry.objects.filter(idempotency_key=own).count() != 1:
+                problems.append(f"{waiter.name}: its own write {own!r} did not commit")
+    stored = list(Entry.objects.filter(idempotency_key=key).values_list("position", flat=True))
+    if len(stored) != 1:
+        problems.append(f"{len(stored)} entries stored for {key!r}")
+    recorded = [w.recorded for w in contenders if w.recorded is not None]
+    created = [r for r in recorded if r.created]
+    if len(created) != (0 if holder_commits else 1):
+        problems.append(f"{len(created)} writers of {key!r} report created=True")
+    if stored and any(r.entry.position != stored[0] for r in recorded):
+        problems.append(f"a writer of {key!r} returned an entry that is not the kept one")
+    return problems
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(("rounds", "waiters"), [(8, 2), (6, 5)], ids=["pairs", "crowds"])
+def test_waiters_on_a_rolled_back_writer_of_their_key_never_abort(
+    rounds: int, waiters: int
+) -> None:
+    problems = []
+    for number in range(rounds):
+        key, contenders = contend(waiters)
+        problems.extend(f"round {number}: {p}" for p in check_round(key, contenders))
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_waiters_on_a_committed_writer_of_their_key_get_its_entry() -> None:
+    """The same crowd when the holder commits: every waiter gets the holder's entry
+    (``created=False``) and its transaction goes on (on InnoDB a duplicate's gap lock used
+    to deadlock the waiters' next inserts)."""
+    problems = []
+    for number in range(3):
+        key, contenders = contend(4, holder_commits=True)
+        problems.extend(
+            f"round {number}: {p}" for p in check_round(key, contenders, holder_commits=True)
+        )
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.db_vendor("mysql")
+@pytest.mark.parametrize("holder_commits", [False, True], ids=["rolled-back", "committed"])
+def test_mysql_statement_by_statement_protocol_never_aborts_either(
+    monkeypatch: pytest.MonkeyPatch, holder_commits: bool
+) -> None:
+    """MySQL has no compound statements: the same protocol runs one statement per step
+    (forced here on MariaDB)."""
+    from tilttek_activity.db.mysql import MySQLBackend
+
+    monkeypatch.setattr(MySQLBackend, "compound", property(lambda self: False))
+    problems = []
+    for number in range(4):
+        key, contenders = contend(4, holder_commits=holder_commits)
+        problems.extend(
+            f"round {number}: {p}"
+            for p in check_round(key, contenders, holder_commits=holder_commits)
+        )
+    assert not problems, "\n".join(problems)
