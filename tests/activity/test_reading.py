@@ -206,3 +206,13 @@ def test_catch_up_raises_on_a_corrupt_row_and_applies_nothing(ledger: object) ->
     assert (caught.value.column, caught.value.position) == ("context", bad.position)
     assert Ledger.store.applied == []
     assert good.position < bad.position
+
+
+def test_trailing_spaces_are_significant_in_member_and_object_filters() -> None:
+    """On MySQL/MariaDB a PAD SPACE collation made ``member="user:x"`` match ``"user:x "``."""
+    plain = record_activity("tests.user:x", "page.viewed", object="tests.page:1").entry
+    spaced = record_activity("tests.user:x ", "page.viewed", object="tests.page:1 ").entry
+    assert entries(member="tests.user:x") == [plain]
+    assert entries(member="tests.user:x ") == [spaced]
+    assert entries(object="tests.page:1") == [plain]
+    assert entries(object="tests.page:1 ") == [spaced]

@@ -526,3 +526,25 @@ def test_mysql_refuses_a_value_insert_ignore_would_coerce(monkeypatch: Any, comp
     assert caught.value.field == "verb"
     assert rows(fine.idempotency_key) == 0
     assert backend_for(connection.alias).insert_once([fine]).created
+
+
+@pytest.mark.django_db
+def test_a_trailing_space_makes_another_key() -> None:
+    """On MySQL/MariaDB a PAD SPACE collation made ``"k "`` the same key as ``"k"``: the
+    same payload came back as a duplicate of ``"k"`` and another payload raised."""
+    item = ActivityFactory()
+    key = item["idempotency_key"]
+    first = record_activity(**item)
+    same_payload = record_activity(**{**item, "idempotency_key": key + " "})
+    other_payload = record_activity(**{**item, "idempotency_key": key + "  ", "quantity": 9})
+    assert first.created and same_payload.created and other_payload.created
+    assert same_payload.entry.idempotency_key == key + " "
+    assert other_payload.entry.idempotency_key == key + "  "
+    assert (
+        len({first.entry.position, same_payload.entry.position, other_payload.entry.position}) == 3
+    )
+    assert record_activity(**{**item, "idempotency_key": key + " "}).entry == same_payload.entry
+    assert cancel_activity(key + " ").entry.member == item["member"]
+    assert Entry.objects.filter(idempotency_key=key, kind="cancelled").count() == 0
+    with pytest.raises(ActivityNotFound):
+        cancel_activity(key + "   ")

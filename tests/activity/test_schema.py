@@ -240,13 +240,47 @@ def test_entry_table_matches_the_schema_document() -> None:
     assert "recorded" in kind_check and "cancelled" in kind_check and "kind" in kind_check
 
 
-def test_verb_and_identifiers_use_a_binary_collation() -> None:
+def exact_collation() -> str:
+    """The byte-for-byte, trailing-spaces-included collation of this database."""
+    if connection.vendor == "mysql":
+        return "utf8mb4_nopad_bin" if connection.mysql_is_mariadb else "utf8mb4_0900_bin"
+    return {"postgresql": "C", "sqlite": "BINARY"}[connection.vendor]
+
+
+def test_verb_and_identifiers_use_a_binary_no_pad_collation() -> None:
     collations = catalogue(ENTRY)["collations"]
-    expected = {"postgresql": "C", "mysql": "utf8mb4_bin", "sqlite": "BINARY"}[connection.vendor]
+    expected = exact_collation()
     assert collations["verb"] == expected
     assert collations["member"] == expected
     assert collations["object"] == expected
     assert collations["idempotency_key"] == expected
+    if connection.vendor != "sqlite":  # (the primary key's collation is not in SQLite's SQL)
+        assert catalogue(CHECKPOINT)["collations"]["projection"] == expected
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.db_vendor("mysql")
+def test_migration_0002_moves_mysql_identifiers_to_a_no_pad_collation() -> None:
+    """A database migrated before 0002 has PAD SPACE ``utf8mb4_bin`` identifiers (trailing
+    spaces ignored); 0002 moves it to the NO PAD twin and back."""
+    call_command("migrate", "tilttek_activity", "0001", verbosity=0)
+    try:
+        assert set(identifier_collations().values()) == {"utf8mb4_bin"}
+    finally:
+        call_command("migrate", "tilttek_activity", verbosity=0)
+    assert set(identifier_collations().values()) == {exact_collation()}
+    assert catalogue(ENTRY)["columns"] == ENTRY_COLUMNS
+    assert catalogue(ENTRY)["indexes"] == ENTRY_INDEXES
+    assert catalogue(CHECKPOINT)["primary"] == ("projection",)
+
+
+def identifier_collations() -> dict[str, str]:
+    entry = catalogue(ENTRY)["collations"]
+    names = ("idempotency_key", "member", "verb", "object")
+    return {
+        **{n: entry[n] for n in names},
+        "projection": catalogue(CHECKPOINT)["collations"]["projection"],
+    }
 
 
 @pytest.mark.db_vendor("postgresql")
