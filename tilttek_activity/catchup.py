@@ -10,20 +10,23 @@ gap safety comes from :mod:`~tilttek_activity.gaps`, not from serialising insert
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from django.db import close_old_connections, transaction
 
-from .conf import database_alias, get_settings
+from .conf import MAX_BATCH_SIZE, database_alias, get_settings
 from .db import backend_for
 from .db.base import Backend
 from .errors import InvalidActivity
 from .gaps import Hole, tracker
-from .projections import Projection, registry
+from .projections import Projection, registry, validate_projection_name
+from .reading import validate_position
 from .records import decode_row
 from .signals import hole_skipped
 
@@ -76,10 +79,11 @@ def catch_up(
     """
     size = _batch_size(batch_size)
     alias = database_alias(using)
+    _check_stop(stop, required=False)
     names = [name] if name is not None else registry.names()
+    projections = [registry.get(projection_name) for projection_name in names]
     results = {}
-    for projection_name in names:
-        projection = registry.get(projection_name)
+    for projection_name, projection in zip(names, projections, strict=True):
         results[projection_name] = _Runner(projection, alias, size).run(stop)
         if stop is not None and stop.is_set():
             break
@@ -100,7 +104,17 @@ def follow(
     An exception in a projection is logged and retried after a back-off; the batch that
     raised was rolled back, so nothing is applied twice.
     """
-    interval = get_settings().POLL_INTERVAL if poll_interval is None else poll_interval
+    _check_stop(stop, required=True)
+    if name is not None:
+        registry.get(name)
+    _batch_size(batch_size)
+    database_alias(using)
+    if poll_interval is None:
+        interval = get_settings().POLL_INTERVAL
+    else:
+        interval = _seconds(poll_interval, "poll_interval", positive=True)
+    if on_result is not None and not callable(on_result):
+        raise InvalidActivity("on_result", "must be callable")
     failures = 0
     while not stop.is_set():
         close_old_connections()
@@ -128,6 +142,9 @@ def wait_until_projected(
     seconds. It only watches: a runner (``activity_catch_up --follow``) or a ``catch_up``
     call must be doing the work.
     """
+    validate_projection_name(name)
+    position = validate_position(position, "position")
+    timeout = _seconds(timeout, "timeout", positive=False)
     alias = database_alias(using)
     ceiling = get_settings().POLL_INTERVAL
     deadline = time.monotonic() + timeout
@@ -252,11 +269,32 @@ def _checkpoint_position(backend: Backend, name: str) -> int:
     return 0 if row is None else int(row[0])
 
 
+def _seconds(value: Any, field: str, *, positive: bool) -> float:
+    """A finite number of seconds (zero allowed unless ``positive``)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidActivity(field, f"must be a number of seconds, got {type(value).__name__}")
+    try:
+        seconds = float(value)
+    except OverflowError:
+        seconds = math.inf
+    if not math.isfinite(seconds) or seconds < 0 or (positive and seconds == 0):
+        wanted = "a positive" if positive else "a finite, non-negative"
+        raise InvalidActivity(field, f"must be {wanted} number of seconds, got {value!r:.40}")
+    return seconds
+
+
+def _check_stop(stop: Any, *, required: bool) -> None:
+    if stop is None and not required:
+        return
+    if not callable(getattr(stop, "is_set", None)) or not callable(getattr(stop, "wait", None)):
+        raise InvalidActivity("stop", f"must be a threading.Event, got {type(stop).__name__}")
+
+
 def _batch_size(value: int | None) -> int:
     if value is None:
         return get_settings().BATCH_SIZE
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidActivity("batch_size", "must be a positive integer")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_BATCH_SIZE:
+        raise InvalidActivity("batch_size", f"must be an integer between 1 and {MAX_BATCH_SIZE}")
     return value
 
 

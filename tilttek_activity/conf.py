@@ -19,6 +19,8 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
+from .errors import InvalidActivity
+
 SETTING = "TILTTEK_ACTIVITY"
 MAX_BATCH_SIZE = 10_000
 
@@ -148,8 +150,16 @@ def get_settings() -> ActivitySettings:
 
 
 def database_alias(using: str | None = None) -> str:
-    """``using`` when given, else ``TILTTEK_ACTIVITY["DATABASE"]``."""
-    return using if using is not None else get_settings().DATABASE
+    """``using`` when given, else ``TILTTEK_ACTIVITY["DATABASE"]``.
+
+    An alias that is not a key of ``DATABASES`` raises ``InvalidActivity("using")`` (not
+    Django's ``ConnectionDoesNotExist``), like every other bad argument.
+    """
+    if using is None:
+        return get_settings().DATABASE
+    if not isinstance(using, str) or using not in django_settings.DATABASES:
+        raise InvalidActivity("using", f"{using!r:.80} is not an alias of settings.DATABASES")
+    return using
 
 
 @receiver(setting_changed)

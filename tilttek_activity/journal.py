@@ -83,13 +83,17 @@ def record_activities(
     atomic: an :class:`IdempotencyConflict` on any item leaves nothing written.
     """
     settings = get_settings()
+    if isinstance(items, Mapping | str | bytes | bytearray) or not isinstance(items, Iterable):
+        raise InvalidActivity(
+            "items", f"must be an iterable of mappings (a list), got {type(items).__name__}"
+        )
+    alias = database_alias(using)
     now = _now()
     drafts = [
         _draft_from_item(item, index, now, settings.MAX_FUTURE) for index, item in enumerate(items)
     ]
     if not drafts:
         return []
-    alias = database_alias(using)
     backend = backend_for(alias)
     with transaction.atomic(using=alias):
         return _write(backend, drafts, chunk=settings.BULK_BATCH_SIZE)
@@ -229,11 +233,10 @@ def _send_signals(entries: Sequence[ActivityEntry], alias: str) -> None:
 def _draft_from_item(item: Mapping[str, Any], index: int, now: datetime, max_future: Any) -> Draft:
     if not isinstance(item, Mapping):
         raise InvalidActivity(f"items[{index}]", f"must be a mapping, got {type(item).__name__}")
-    unknown = set(item) - ITEM_FIELDS
+    unknown = [name for name in item if name not in ITEM_FIELDS]
     if unknown:
-        raise InvalidActivity(
-            f"items[{index}]", f"unknown field(s): {', '.join(sorted(map(str, unknown)))}"
-        )
+        names = ", ".join(sorted(repr(name)[:40] for name in unknown))
+        raise InvalidActivity(f"items[{index}]", f"unknown field(s): {names}")
     for required in ("member", "verb"):
         if required not in item:
             raise InvalidActivity(f"items[{index}].{required}", "is required")

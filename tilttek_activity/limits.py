@@ -17,3 +17,17 @@ KINDS = (RECORDED, CANCELLED)
 
 INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
+#: Journal positions are 64-bit integers (``BIGINT`` / identity / SQLite INTEGER).
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+
+#: The largest ``context``: its compact JSON text, encoded as UTF-8. The same on every
+#: database, and checked before anything is sent: far below what each one accepts in a
+#: statement (MySQL's and MariaDB's ``max_allowed_packet`` is 16 MiB by default, and a bigger
+#: packet is refused with error 1153 or drops the connection).
+MAX_CONTEXT_BYTES = 1024 * 1024
+#: MariaDB's ``JSON_VALID`` (the check behind its JSON columns) refuses deeper documents.
+MAX_CONTEXT_DEPTH = 31
+#: Floats from this magnitude up are written with an exponent (``1e+16``), which
+#: PostgreSQL's ``jsonb`` keeps as an exact decimal that reads back as an *integer*.
+FLOAT_EXPONENT_FROM = 1e16

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from datetime import datetime
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import autodiscover_modules
@@ -21,7 +21,7 @@ from .records import ActivityEntry
 from .text import problem_with_identifier
 from .validation import validate_verb
 
-__all__ = ["Projection", "autodiscover", "registry"]
+__all__ = ["Projection", "autodiscover", "registry", "validate_projection_name"]
 
 
 class Projection:
@@ -99,7 +99,9 @@ class ProjectionRegistry:
             self._invalid = [c for c in self._invalid if c.name != name]
 
     def get(self, name: str) -> Projection:
-        """The projection instance registered under ``name``."""
+        """The projection instance registered under ``name``: ``InvalidActivity("name")``
+        when ``name`` cannot be a projection name, ``UnknownProjection`` when none has it."""
+        validate_projection_name(name)
         with self._lock:
             instance = self._instances.get(name)
             if instance is None:
@@ -121,6 +123,23 @@ class ProjectionRegistry:
         with self._lock:
             invalid = list(self._invalid)
         return [(cls, message) for cls in invalid for message in _problems(cls)]
+
+
+def validate_projection_name(name: Any, field: str = "name") -> str:
+    """A string that can name a projection (the checkpoint key): non-empty, at most 64
+    characters, no control characters or lone surrogates."""
+    if not isinstance(name, str):
+        raise InvalidActivity(field, f"must be a projection name (a string), got {_type(name)}")
+    if not name or len(name) > PROJECTION_NAME_LENGTH:
+        raise InvalidActivity(field, f"must have between 1 and {PROJECTION_NAME_LENGTH} characters")
+    problem = problem_with_identifier(name)
+    if problem:
+        raise InvalidActivity(field, problem)
+    return name
+
+
+def _type(value: Any) -> str:
+    return type(value).__name__
 
 
 def _problems(cls: type[Projection]) -> list[str]:

@@ -12,7 +12,7 @@ order the successor is computed in. Rows are read through a raw cursor and decod
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db import connections, models
@@ -23,7 +23,7 @@ from django.db.models.lookups import Exact
 from .conf import database_alias
 from .db import backend_for
 from .errors import InvalidActivity
-from .limits import KINDS
+from .limits import INT64_MAX, INT64_MIN, KINDS
 from .records import ActivityEntry, decode_row
 from .references import reference
 from .validation import validate_verb
@@ -34,6 +34,7 @@ __all__ = [
     "period_q",
     "prefix_successor",
     "select_entries",
+    "validate_position",
     "verb_prefix_q",
 ]
 
@@ -53,11 +54,17 @@ def entries(
     after_position: int | None = None,
     limit: int = 100,
     using: str | None = None,
+    *,
+    before_position: int | None = None,
+    newest_first: bool = False,
 ) -> list[ActivityEntry]:
-    """Entries matching every given filter, in position order, at most ``limit``.
+    """Entries matching every given filter, at most ``limit``, in position order (latest
+    first with ``newest_first=True``, for a feed).
 
     ``since`` is inclusive and ``until`` exclusive (on ``occurred_at``); ``kind=None`` returns
-    both kinds; ``after_position`` continues from the last position of the previous page.
+    both kinds; ``after_position`` / ``before_position`` bound the positions (exclusive):
+    pass the last position of a page to get the next one (``before_position`` when reading
+    newest first). Every argument is checked before any SQL is sent.
     """
     q = Q()
     if member is not None:
@@ -70,16 +77,27 @@ def entries(
         q &= verb_prefix_q(verb_prefix)
     q &= period_q(since, until)
     if kind is not None:
-        if kind not in KINDS:
-            raise InvalidActivity("kind", f"must be one of {KINDS} or None, got {kind!r}")
+        if not isinstance(kind, str) or kind not in KINDS:
+            raise InvalidActivity("kind", f"must be one of {KINDS} or None, got {_short(kind)}")
         q &= Q(kind=kind)
     if after_position is not None:
-        if isinstance(after_position, bool) or not isinstance(after_position, int):
-            raise InvalidActivity("after_position", "must be an integer")
-        q &= Q(position__gt=after_position)
+        q &= Q(position__gt=validate_position(after_position, "after_position"))
+    if before_position is not None:
+        q &= Q(position__lt=validate_position(before_position, "before_position"))
+    if not isinstance(newest_first, bool):
+        raise InvalidActivity("newest_first", f"must be a bool, got {type(newest_first).__name__}")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 0 < limit <= MAX_LIMIT:
         raise InvalidActivity("limit", f"must be an integer between 1 and {MAX_LIMIT}")
-    return select_entries(database_alias(using), q, limit)
+    return select_entries(database_alias(using), q, limit, newest_first=newest_first)
+
+
+def validate_position(value: Any, field: str) -> int:
+    """A journal position: a 64-bit integer (what every database's ``BIGINT`` holds)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidActivity(field, f"must be an integer, got {type(value).__name__}")
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise InvalidActivity(field, "must fit in a 64-bit integer (journal positions do)")
+    return int(value)
 
 
 def verb_prefix_q(prefix: str, field: str = "verb_prefix") -> Q:
@@ -128,7 +146,9 @@ def period_q(since: datetime | None, until: datetime | None) -> Q:
     return q
 
 
-def select_entries(alias: str, q: Q, limit: int) -> list[ActivityEntry]:
+def select_entries(
+    alias: str, q: Q, limit: int, *, newest_first: bool = False
+) -> list[ActivityEntry]:
     """Run an ORM-built filter through a raw cursor and decode the rows ourselves."""
     from .models import Entry
 
@@ -136,7 +156,7 @@ def select_entries(alias: str, q: Q, limit: int) -> list[ActivityEntry]:
     query = (
         Entry.objects.using(alias)
         .filter(q)
-        .order_by("position")
+        .order_by("-position" if newest_first else "position")
         .values_list(*backend.select_fields())[:limit]
     )
     sql, params = query.query.get_compiler(using=alias).as_sql()
@@ -148,8 +168,19 @@ def select_entries(alias: str, q: Q, limit: int) -> list[ActivityEntry]:
 
 
 def _aware(value: Any, field: str) -> datetime:
+    """An aware datetime, in UTC (every database compares it the same way)."""
     if not isinstance(value, datetime):
         raise InvalidActivity(field, f"must be a datetime, got {type(value).__name__}")
-    if value.tzinfo is None or value.utcoffset() is None:
+    try:
+        offset = value.utcoffset()
+        moment = None if offset is None else value.astimezone(UTC)
+    except (OverflowError, ValueError, TypeError) as exc:
+        raise InvalidActivity(field, f"{value!r} cannot be converted to UTC ({exc})") from None
+    if moment is None:
         raise InvalidActivity(field, "must be timezone-aware (naive datetimes are refused)")
-    return value
+    return moment
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

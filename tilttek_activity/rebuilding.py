@@ -18,6 +18,7 @@ from django.db.models import Count, Q
 
 from .conf import database_alias, get_settings
 from .db import backend_for
+from .errors import InvalidActivity
 from .projections import registry
 from .reading import period_q, select_entries, verbs_q
 
@@ -43,8 +44,10 @@ def rebuild(
 
     projection = registry.get(name)
     alias = database_alias(using)
-    backend = backend_for(alias)
     period = period_q(since, until) & verbs_q(projection.verbs)
+    if progress is not None and not callable(progress):
+        raise InvalidActivity("progress", "must be callable (done, total) or None")
+    backend = backend_for(alias)
     batch_size = get_settings().BATCH_SIZE
     # A projection that never ran starts at 0 (insert-once, outside the locking transaction).
     backend.create_checkpoint(name, datetime.now(UTC).replace(microsecond=0))

@@ -17,12 +17,22 @@ from typing import Any
 from django.db import models
 
 from .errors import InvalidActivity
-from .limits import INT32_MAX, INT32_MIN, KEY_LENGTH, RECORDED, VERB_LENGTH
+from .limits import (
+    FLOAT_EXPONENT_FROM,
+    INT32_MAX,
+    INT32_MIN,
+    KEY_LENGTH,
+    MAX_CONTEXT_BYTES,
+    MAX_CONTEXT_DEPTH,
+    RECORDED,
+    VERB_LENGTH,
+)
 from .records import ActivityEntry
 from .references import reference
 from .text import problem_with_identifier, problem_with_text
 
 __all__ = [
+    "MAX_CONTEXT_BYTES",
     "MAX_CONTEXT_DEPTH",
     "Draft",
     "validate_activity",
@@ -32,8 +42,6 @@ __all__ = [
     "validate_verb",
 ]
 
-#: MariaDB's ``JSON_VALID`` (the check behind its JSON columns) refuses deeper documents.
-MAX_CONTEXT_DEPTH = 31
 #: The earliest date every supported database stores (MySQL's DATETIME starts at year 1000).
 EARLIEST = datetime(1000, 1, 1, tzinfo=UTC)
 #: The fields compared when a key is already recorded, in schema order.
@@ -171,70 +179,143 @@ def validate_occurred_at(
     if value is None:
         return now, False
     moment = validate_moment(value, "occurred_at")
-    if max_future is not None and moment > now + max_future:
+    if max_future is not None and moment > _latest(now, max_future):
         raise InvalidActivity(
             "occurred_at", f"{moment.isoformat()} is more than {max_future} in the future"
         )
     return moment, True
 
 
+def _latest(now: datetime, max_future: timedelta) -> datetime:
+    try:
+        return now + max_future
+    except OverflowError:  # a MAX_FUTURE beyond year 9999 bounds nothing
+        return datetime.max.replace(tzinfo=UTC)
+
+
 def validate_moment(value: Any, field: str) -> datetime:
     """An aware datetime, converted to UTC and truncated to the second."""
     if not isinstance(value, datetime):
         raise InvalidActivity(field, f"must be a datetime, got {type(value).__name__}")
-    if value.tzinfo is None or value.utcoffset() is None:
-        raise InvalidActivity(field, "must be timezone-aware (naive datetimes are refused)")
     try:
-        moment = value.astimezone(UTC).replace(microsecond=0)
-    except OverflowError:
-        raise InvalidActivity(field, f"{value!r} is out of range") from None
+        offset = value.utcoffset()
+        moment = None if offset is None else value.astimezone(UTC).replace(microsecond=0)
+    except (OverflowError, ValueError, TypeError) as exc:
+        raise InvalidActivity(field, f"{value!r} cannot be converted to UTC ({exc})") from None
+    if moment is None:
+        raise InvalidActivity(field, "must be timezone-aware (naive datetimes are refused)")
     if moment < EARLIEST:
         raise InvalidActivity(field, f"must not be before {EARLIEST.isoformat()}")
     return moment
 
 
 def validate_context(context: Any) -> tuple[dict[str, Any], str]:
-    """The context as it reads back, and its JSON text. Raises naming the faulty path."""
+    """The context as every database gives it back, and its JSON text.
+
+    Strictly JSON (string keys, finite numbers, at most ``MAX_CONTEXT_DEPTH`` levels), at
+    most ``MAX_CONTEXT_BYTES`` of compact UTF-8 JSON, and only values that come back equal
+    and of the same type everywhere: a float of ``FLOAT_EXPONENT_FROM`` or more in magnitude
+    is refused (PostgreSQL would hand it back as an int) and ``-0.0`` is stored as ``0.0``
+    (PostgreSQL has no negative zero). Raises naming the faulty path.
+    """
     if not isinstance(context, dict):
         raise InvalidActivity("context", f"must be a JSON object (dict), got {_name(context)}")
-    _check_json(context, "context", 1)
+    walk = _JSONCheck()
+    walk.check(context, "context", 1)
+    if walk.negative_zero:
+        context = _without_negative_zero(context)
     try:
         text = json.dumps(context, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     except ValueError as exc:  # huge integers beyond Python's str conversion limit
         raise InvalidActivity("context", str(exc)) from None
+    size = len(text.encode("utf-8"))
+    if size > MAX_CONTEXT_BYTES:
+        raise InvalidActivity(
+            "context", f"is {size} bytes of JSON, at most {MAX_CONTEXT_BYTES} are allowed"
+        )
     return json.loads(text), text
 
 
-def _check_json(value: Any, path: str, depth: int) -> None:
-    if value is None or isinstance(value, bool | int):
-        return
-    if isinstance(value, str):
-        problem = problem_with_text(value)
-        if problem:
-            raise InvalidActivity("context", f"{path} {problem}")
-        return
+class _JSONCheck:
+    """One walk over a context: types, text, numbers, depth, and a running lower bound of the
+    size of its JSON text, so a huge context is refused before it is serialised."""
+
+    def __init__(self) -> None:
+        self.size = 0
+        self.negative_zero = False
+
+    def grow(self, amount: int) -> None:
+        self.size += amount
+        if self.size > MAX_CONTEXT_BYTES:
+            raise InvalidActivity(
+                "context", f"is more than {MAX_CONTEXT_BYTES} bytes of JSON, the most allowed"
+            )
+
+    def check(self, value: Any, path: str, depth: int) -> None:
+        if value is None or isinstance(value, bool):
+            self.grow(4)
+            return
+        if isinstance(value, int):
+            self.grow(1)
+            return
+        if isinstance(value, str):
+            self.grow(len(value) + 2)
+            problem = problem_with_text(value)
+            if problem:
+                raise InvalidActivity("context", f"{_short(path)} {problem}")
+            return
+        if isinstance(value, float):
+            self.grow(3)  # "0.0"
+            if not math.isfinite(value):
+                raise InvalidActivity(
+                    "context", f"{_short(path)} is {value!r}, which JSON cannot hold"
+                )
+            if abs(value) >= FLOAT_EXPONENT_FROM:
+                raise InvalidActivity(
+                    "context",
+                    f"{_short(path)} is the float {float(value)!r}, which PostgreSQL would give "
+                    "back as an integer: store it as an int or a string",
+                )
+            if value == 0 and math.copysign(1.0, value) < 0:
+                self.negative_zero = True
+            return
+        if isinstance(value, dict | list | tuple):
+            if depth > MAX_CONTEXT_DEPTH:
+                raise InvalidActivity(
+                    "context", f"{_short(path)} nests deeper than {MAX_CONTEXT_DEPTH} levels"
+                )
+            self.grow(2 + max(0, len(value) - 1))  # brackets and commas
+            if isinstance(value, dict):
+                for key, item in value.items():
+                    if not isinstance(key, str):
+                        raise InvalidActivity(
+                            "context",
+                            f"{_short(path)} has a {_name(key)} key; JSON keys are strings",
+                        )
+                    self.grow(len(key) + 3)  # "key":
+                    problem = problem_with_text(key)
+                    if problem:
+                        raise InvalidActivity("context", f"{_short(path)} has a key that {problem}")
+                    self.check(item, f"{path}[{key[:40]!r}]", depth + 1)
+            else:
+                for index, item in enumerate(value):
+                    self.check(item, f"{path}[{index}]", depth + 1)
+            return
+        raise InvalidActivity("context", f"{_short(path)} is a {_name(value)}, which is not JSON")
+
+
+def _short(path: str) -> str:
+    return path if len(path) <= 200 else path[:100] + "..." + path[-97:]
+
+
+def _without_negative_zero(value: Any) -> Any:
     if isinstance(value, float):
-        if not math.isfinite(value):
-            raise InvalidActivity("context", f"{path} is {value!r}, which JSON cannot hold")
-        return
-    if isinstance(value, dict | list | tuple):
-        if depth > MAX_CONTEXT_DEPTH:
-            raise InvalidActivity("context", f"{path} nests deeper than {MAX_CONTEXT_DEPTH} levels")
-        if isinstance(value, dict):
-            for key, item in value.items():
-                if not isinstance(key, str):
-                    raise InvalidActivity(
-                        "context", f"{path} has a {_name(key)} key; JSON keys are strings"
-                    )
-                problem = problem_with_text(key)
-                if problem:
-                    raise InvalidActivity("context", f"{path} has a key that {problem}")
-                _check_json(item, f"{path}[{key!r}]", depth + 1)
-        else:
-            for index, item in enumerate(value):
-                _check_json(item, f"{path}[{index}]", depth + 1)
-        return
-    raise InvalidActivity("context", f"{path} is a {_name(value)}, which is not JSON")
+        return 0.0 if value == 0 else value
+    if isinstance(value, dict):
+        return {key: _without_negative_zero(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_without_negative_zero(item) for item in value]
+    return value
 
 
 def json_equal(left: Any, right: Any) -> bool:

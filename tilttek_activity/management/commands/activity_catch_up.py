@@ -9,7 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from tilttek_activity.catchup import CatchUpResult, catch_up, follow
-from tilttek_activity.errors import UnknownProjection
+from tilttek_activity.errors import InvalidActivity, UnknownProjection
 
 
 class Command(BaseCommand):
@@ -43,7 +43,7 @@ class Command(BaseCommand):
             else:
                 for result in catch_up(name, batch_size, using=options["database"]).values():
                     self._report(result)
-        except UnknownProjection as exc:
+        except (InvalidActivity, UnknownProjection) as exc:
             raise CommandError(str(exc)) from None
 
     def _on_signals(self, stop: threading.Event) -> None:
