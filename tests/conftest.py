@@ -18,7 +18,9 @@ from solid_objects.conf import get_settings, table
 # for plain `pytest` runs too; make/tox also pass `-p tests.plugins.fail_on_skip`.
 pytest_plugins = ["tests.plugins.fail_on_skip"]
 
-# Children before parents: no delete depends on a cascade or hits a RESTRICT rule.
+# Children before parents: no delete depends on a cascade or hits a RESTRICT rule. Tests need
+# no help to end: Django's flush deletes every table, in any order, while leases and claims are
+# held (on SQLite the RESTRICT rules are checked at commit, migration 0003).
 SOLID_OBJECTS_DELETE_ORDER = (
     "claimed_messages",
     "ready_messages",
@@ -59,29 +61,6 @@ def empty_solid_objects_tables() -> None:
     with database.cursor() as cursor:
         for name in SOLID_OBJECTS_DELETE_ORDER:
             cursor.execute(f"DELETE FROM {database.ops.quote_name(table(name))}")
-
-
-def _is_transactional(item: pytest.Item) -> bool:
-    marker = item.get_closest_marker("django_db")
-    if marker is not None and (marker.kwargs.get("transaction") or marker.args[:1] == (True,)):
-        return True
-    names = getattr(item, "fixturenames", ())
-    return "transactional_db" in names or "live_server" in names
-
-
-@pytest.fixture(autouse=True)
-def _empty_solid_objects_tables_before_flush(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Transactional tests end with Django's ``flush``. On SQLite it deletes table by table
-    in an arbitrary order with foreign keys enforced, so a process row still owning a lease
-    would be refused (RESTRICT). Emptying our tables first, in order, avoids that and does
-    not rely on cascades (SCHEMA.md). Requesting ``transactional_db`` here makes its flush
-    run after this teardown."""
-    if not _is_transactional(request.node):
-        yield
-        return
-    request.getfixturevalue("transactional_db")
-    yield
-    empty_solid_objects_tables()
 
 
 @pytest.fixture(autouse=True)

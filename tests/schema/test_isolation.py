@@ -1,9 +1,10 @@
 """Transactional tests end with Django's flush; our restrictive references must not break it.
 
 On SQLite, ``flush`` deletes table by table in an arbitrary (hash-seeded) order, with foreign
-keys enforced: deleting ``processes`` before ``instances`` would hit ``fk_so_instances_owner``.
-``tests/conftest.py`` empties our tables in dependency order first (SCHEMA.md: "clean every
-table explicitly"). These tests leave such rows behind on purpose; their teardown is the test.
+keys enforced: deleting ``processes`` before ``instances`` used to hit
+``fk_so_instances_owner``. Since migration 0003 SQLite checks the RESTRICT rules at commit, so
+the suite needs no fixture emptying our tables first. These tests leave such rows behind on
+purpose; their teardown is the test (``test_flush.py`` forces the order that used to fail).
 """
 
 from __future__ import annotations
