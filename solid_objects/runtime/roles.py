@@ -157,8 +157,11 @@ class ActorRole(Role):
             logger.warning("%s: %s", self.label, exc)
         except (DatabaseError, InterfaceError):
             # The connection died mid-pass, or the last commit's outcome is unknown: the
-            # lease is given back at the next run_once, once the database answers again.
+            # lease is given back at the next run_once (or by any other thread of this
+            # process that gets there first), once the database answers again; the scan
+            # that follows finds its claim stale.
             abandon(self.alias, activation.lease)
+            self._next_stale_scan = 0.0
             raise
         finally:
             self.supervisor.untrack(activation.lease)

@@ -113,6 +113,8 @@ class Run:
     restarts: list[Restart] = field(default_factory=list)
     worker_rows: dict[int, set[str]] = field(default_factory=dict)
     report: dict[str, Any] = field(default_factory=dict)
+    #: Size of each worker's log when the server came back the last time.
+    log_offsets: dict[int, int] = field(default_factory=dict)
 
     # -- processes -------------------------------------------------------------------------
     def start_worker(self, *args: str) -> subprocess.Popen[bytes]:
@@ -121,7 +123,8 @@ class Run:
             proc = subprocess.Popen(
                 [sys.executable, "tests/manage.py", "run_actor_worker", *args],
                 cwd=REPO_ROOT,
-                env=environment(self.server),
+                # DEBUG: the signal log names the owner of every activation claimed.
+                env=environment(self.server, log_level="DEBUG"),
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -169,6 +172,19 @@ class Run:
             except subprocess.TimeoutExpired:
                 raise AssertionError(f"worker {proc.pid} did not stop:\n{self.logs()}") from None
         return codes
+
+    def worker_log(self, proc: subprocess.Popen[bytes]) -> Path:
+        return self.directory / f"worker-{self.workers.index(proc)}.log"
+
+    def claims_since_last_restart(self) -> dict[int, int]:
+        """Activations each worker process claimed after the server came back the last time
+        (counted in its log past the offset noted then)."""
+        counts = {}
+        for proc in self.workers:
+            with self.worker_log(proc).open("rb") as log:
+                log.seek(self.log_offsets.get(proc.pid, 0))
+                counts[proc.pid] = log.read().count(b"activation_claimed ")
+        return counts
 
     def kill_all(self) -> None:
         for proc in [*self.workers, *([self.load] if self.load else [])]:
@@ -274,6 +290,7 @@ class Run:
             self.server.start()
             restart.up_at = time.time()
             self.restarts.append(restart)
+            self.log_offsets = {p.pid: self.worker_log(p).stat().st_size for p in self.workers}
             self.wait(
                 lambda progress=progress: self._every_caller_progressed(progress),
                 "every caller thread to complete a call again",
@@ -283,6 +300,11 @@ class Run:
             self.wait(
                 lambda after=after: self.completed_messages() >= after + 50, "workers to recover"
             )
+        # The same worker processes, never restarted, each take work again after the last one.
+        self.wait(
+            lambda: all(self.claims_since_last_restart().values()),
+            "every worker to claim an activation after the last restart",
+        )
 
     def _every_caller_progressed(self, before: dict[str, int]) -> bool:
         now = self.sync_progress()
@@ -442,6 +464,7 @@ def figures(run: Run, vendor: str) -> dict[str, Any]:
         "raw_errors": count("sync", "raw") + count("enqueue", "raw"),
         "messages": messages,
         "worker_pids": [proc.pid for proc in run.workers],
+        "worker_claims_after_last_restart": list(run.claims_since_last_restart().values()),
     }
 
 
@@ -454,7 +477,8 @@ def summary(figures: dict[str, Any]) -> str:
         f"{figures['sync_database_unavailable']}, SyncTimeout {figures['sync_timeouts']}); "
         f"enqueues ok {figures['enqueue_ok']}, failed typed {figures['enqueue_failed_typed']}; "
         f"raw errors {figures['raw_errors']}; messages {figures['messages']}; "
-        f"workers {figures['worker_pids']} never restarted"
+        f"workers {figures['worker_pids']} never restarted, activations claimed after the "
+        f"last restart {figures['worker_claims_after_last_restart']}"
     )
 
 

@@ -33,6 +33,8 @@ def check_restarts(run: Run, vendor: str, capsys: pytest.CaptureFixture[str]) ->
     run.drain()
     assert all(proc.poll() is None for proc in run.workers), run.logs()
     assert run.running_worker_rows() == rows_before, "a worker was re-registered or stopped"
+    claims = run.claims_since_last_restart()
+    assert all(claims.values()), f"a worker claimed nothing after the last restart: {claims}"
     found = violations(run)
     result = figures(run, vendor)
     merge_report(result)
