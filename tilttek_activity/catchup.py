@@ -29,6 +29,7 @@ from .projections import Projection, registry, validate_projection_name
 from .reading import validate_position
 from .records import decode_row
 from .signals import hole_skipped
+from .text import shown
 
 __all__ = ["CatchUpResult", "catch_up", "follow", "wait_until_projected"]
 
@@ -279,7 +280,7 @@ def _seconds(value: Any, field: str, *, positive: bool) -> float:
         seconds = math.inf
     if not math.isfinite(seconds) or seconds < 0 or (positive and seconds == 0):
         wanted = "a positive" if positive else "a finite, non-negative"
-        raise InvalidActivity(field, f"must be {wanted} number of seconds, got {value!r:.40}")
+        raise InvalidActivity(field, f"must be {wanted} number of seconds, got {shown(value)}")
     return seconds
 
 

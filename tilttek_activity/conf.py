@@ -20,6 +20,7 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from .errors import InvalidActivity
+from .text import shown
 
 SETTING = "TILTTEK_ACTIVITY"
 MAX_BATCH_SIZE = 10_000
@@ -158,7 +159,7 @@ def database_alias(using: str | None = None) -> str:
     if using is None:
         return get_settings().DATABASE
     if not isinstance(using, str) or using not in django_settings.DATABASES:
-        raise InvalidActivity("using", f"{using!r:.80} is not an alias of settings.DATABASES")
+        raise InvalidActivity("using", f"{shown(using)} is not an alias of settings.DATABASES")
     return using
 
 

@@ -8,7 +8,6 @@ commit. No ORM objects are built on the way.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -23,7 +22,7 @@ from .errors import ActivityError, ActivityNotFound, IdempotencyConflict, Invali
 from .limits import CANCELLED, KEY_LENGTH, RECORDED, REFERENCE_LENGTH, VERB_LENGTH
 from .records import ActivityEntry, Recorded, decode_row
 from .signals import activity_cancelled, activity_recorded
-from .validation import Draft, validate_activity, validate_key, validate_occurred_at
+from .validation import Draft, json_text, validate_activity, validate_key, validate_occurred_at
 
 __all__ = ["cancel_activity", "record_activities", "record_activity"]
 
@@ -127,7 +126,7 @@ def cancel_activity(
         recorded.object,
         recorded.quantity,
         recorded.context,
-        _json(recorded.context),
+        json_text(recorded.context),
         moment,
         given,
         now,
@@ -255,7 +254,3 @@ def _draft_from_item(item: Mapping[str, Any], index: int, now: datetime, max_fut
 
 def _now() -> datetime:
     return datetime.now(UTC).replace(microsecond=0)
-
-
-def _json(context: dict[str, Any]) -> str:
-    return json.dumps(context, ensure_ascii=False, allow_nan=False, separators=(",", ":"))

@@ -28,6 +28,7 @@ INT64_MAX = 2**63 - 1
 MAX_CONTEXT_BYTES = 1024 * 1024
 #: MariaDB's ``JSON_VALID`` (the check behind its JSON columns) refuses deeper documents.
 MAX_CONTEXT_DEPTH = 31
-#: Floats from this magnitude up are written with an exponent (``1e+16``), which
-#: PostgreSQL's ``jsonb`` keeps as an exact decimal that reads back as an *integer*.
+#: Python writes floats from this magnitude up with an exponent (``1e+16``), which
+#: PostgreSQL's ``jsonb`` keeps as an exact decimal that reads back as an *integer*: the
+#: journal writes them out in full (``10000000000000000.0``) instead.
 FLOAT_EXPONENT_FROM = 1e16

@@ -26,6 +26,7 @@ from .errors import InvalidActivity
 from .limits import INT64_MAX, INT64_MIN, KINDS
 from .records import ActivityEntry, decode_row
 from .references import reference
+from .text import shown
 from .validation import validate_verb
 
 __all__ = [
@@ -78,7 +79,7 @@ def entries(
     q &= period_q(since, until)
     if kind is not None:
         if not isinstance(kind, str) or kind not in KINDS:
-            raise InvalidActivity("kind", f"must be one of {KINDS} or None, got {_short(kind)}")
+            raise InvalidActivity("kind", f"must be one of {KINDS} or None, got {shown(kind)}")
         q &= Q(kind=kind)
     if after_position is not None:
         q &= Q(position__gt=validate_position(after_position, "after_position"))
@@ -179,8 +180,3 @@ def _aware(value: Any, field: str) -> datetime:
     if moment is None:
         raise InvalidActivity(field, "must be timezone-aware (naive datetimes are refused)")
     return moment
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."

@@ -31,3 +31,15 @@ def problem_with_identifier(value: str) -> str | None:
     if _SURROGATE.search(value):
         return "contains a lone surrogate (not valid UTF-8)"
     return None
+
+
+def shown(value: object, limit: int = 60) -> str:
+    """A short ``repr`` for an error message, whatever the value: an integer beyond Python's
+    4,300-digit conversion limit, or an object whose ``repr`` fails, is described instead."""
+    try:
+        text = repr(value)
+    except Exception:  # ValueError for huge integers; anything from a user's __repr__
+        if isinstance(value, int):
+            return f"an integer of about {int(value.bit_length() * 0.30103)} digits"
+        return f"a {type(value).__name__}"
+    return text if len(text) <= limit else text[: limit - 3] + "..."

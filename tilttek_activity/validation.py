@@ -10,8 +10,11 @@ from __future__ import annotations
 import json
 import math
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
 from django.db import models
@@ -29,7 +32,7 @@ from .limits import (
 )
 from .records import ActivityEntry
 from .references import reference
-from .text import problem_with_identifier, problem_with_text
+from .text import problem_with_identifier, problem_with_text, shown
 
 __all__ = [
     "MAX_CONTEXT_BYTES",
@@ -121,7 +124,7 @@ def validate_activity(
     if isinstance(quantity, bool) or not isinstance(quantity, int):
         raise InvalidActivity("quantity", f"must be an integer, got {type(quantity).__name__}")
     if not INT32_MIN <= quantity <= INT32_MAX:
-        raise InvalidActivity("quantity", f"{quantity} does not fit in a 32-bit integer")
+        raise InvalidActivity("quantity", f"{shown(quantity)} does not fit in a 32-bit integer")
     context_value, context_json = validate_context({} if context is None else context)
     moment, given = validate_occurred_at(occurred_at, now=now, max_future=max_future)
     key = str(uuid.uuid4()) if idempotency_key is None else validate_key(idempotency_key)
@@ -212,11 +215,12 @@ def validate_moment(value: Any, field: str) -> datetime:
 def validate_context(context: Any) -> tuple[dict[str, Any], str]:
     """The context as every database gives it back, and its JSON text.
 
-    Strictly JSON (string keys, finite numbers, at most ``MAX_CONTEXT_DEPTH`` levels), at
-    most ``MAX_CONTEXT_BYTES`` of compact UTF-8 JSON, and only values that come back equal
-    and of the same type everywhere: a float of ``FLOAT_EXPONENT_FROM`` or more in magnitude
-    is refused (PostgreSQL would hand it back as an int) and ``-0.0`` is stored as ``0.0``
-    (PostgreSQL has no negative zero). Raises naming the faulty path.
+    Strictly JSON (string keys, finite numbers, at most ``MAX_CONTEXT_DEPTH`` levels) and at
+    most ``MAX_CONTEXT_BYTES`` of compact UTF-8 JSON. Every value comes back equal and of
+    the same type on every database: a float Python writes with an exponent (``1e+16``) is
+    written out in full instead (``10000000000000000.0``), since PostgreSQL's jsonb would
+    keep ``1e+16`` as an exact decimal that reads back as an *int*; ``-0.0`` is stored as
+    ``0.0`` (jsonb has no negative zero). Raises naming the faulty path.
     """
     if not isinstance(context, dict):
         raise InvalidActivity("context", f"must be a JSON object (dict), got {_name(context)}")
@@ -225,7 +229,10 @@ def validate_context(context: Any) -> tuple[dict[str, Any], str]:
     if walk.negative_zero:
         context = _without_negative_zero(context)
     try:
-        text = json.dumps(context, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        if walk.big_float:
+            text = "".join(_exact_json(context))
+        else:
+            text = json.dumps(context, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     except ValueError as exc:  # huge integers beyond Python's str conversion limit
         raise InvalidActivity("context", str(exc)) from None
     size = len(text.encode("utf-8"))
@@ -243,6 +250,7 @@ class _JSONCheck:
     def __init__(self) -> None:
         self.size = 0
         self.negative_zero = False
+        self.big_float = False
 
     def grow(self, amount: int) -> None:
         self.size += amount
@@ -271,11 +279,7 @@ class _JSONCheck:
                     "context", f"{_short(path)} is {value!r}, which JSON cannot hold"
                 )
             if abs(value) >= FLOAT_EXPONENT_FROM:
-                raise InvalidActivity(
-                    "context",
-                    f"{_short(path)} is the float {float(value)!r}, which PostgreSQL would give "
-                    "back as an integer: store it as an int or a string",
-                )
+                self.big_float = True
             if value == 0 and math.copysign(1.0, value) < 0:
                 self.negative_zero = True
             return
@@ -306,6 +310,50 @@ class _JSONCheck:
 
 def _short(path: str) -> str:
     return path if len(path) <= 200 else path[:100] + "..." + path[-97:]
+
+
+def json_text(value: Any) -> str:
+    """The stored text of a decoded context (a cancellation copies the recorded one): the
+    same encoding :func:`validate_context` uses, so a big float stays a float."""
+    return "".join(_exact_json(value))
+
+
+def _exact_json(value: Any) -> Iterator[str]:
+    """Compact JSON text like ``json.dumps(ensure_ascii=False)``, except that a float is
+    never written with a positive exponent (a checked value: finite, string keys)."""
+    if value is None:
+        yield "null"
+    elif value is True:
+        yield "true"
+    elif value is False:
+        yield "false"
+    elif isinstance(value, int):
+        yield int.__repr__(value)
+    elif isinstance(value, float):
+        yield _float_text(value)
+    elif isinstance(value, str):
+        yield encode_basestring(value)
+    elif isinstance(value, dict):
+        yield "{"
+        for index, (key, item) in enumerate(value.items()):
+            yield f"{',' if index else ''}{encode_basestring(key)}:"
+            yield from _exact_json(item)
+        yield "}"
+    else:
+        yield "["
+        for index, item in enumerate(value):
+            if index:
+                yield ","
+            yield from _exact_json(item)
+        yield "]"
+
+
+def _float_text(value: float) -> str:
+    """``repr``, or for ``1e+16`` and up its digits in full with a ``.0`` (the same float)."""
+    text = float.__repr__(value)
+    if "e+" not in text:
+        return text
+    return format(Decimal(text), "f") + ".0"
 
 
 def _without_negative_zero(value: Any) -> Any:

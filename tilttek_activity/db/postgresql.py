@@ -110,6 +110,28 @@ GROUP BY vxid
 """
 
 
+def _document_row(index: int, draft: Draft) -> str:
+    """One draft as a JSON object of the bulk document. The context goes in as the draft's
+    own JSON text (re-encoding it would write big floats with an exponent, which jsonb turns
+    into integers)."""
+    row = json.dumps(
+        {
+            "ord": index,
+            "kind": draft.kind,
+            "idempotency_key": draft.idempotency_key,
+            "member": draft.member,
+            "verb": draft.verb,
+            "object": draft.object,
+            "quantity": draft.quantity,
+            "occurred_at": draft.occurred_at.isoformat(),
+            "recorded_at": draft.recorded_at.isoformat(),
+        },
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+    return f'{row[:-1]},"context":{draft.context_json}}}'
+
+
 class PostgreSQLBackend(Backend):
     vendor: ClassVar[str] = "postgresql"
     gap_strategy: ClassVar[GapStrategy] = "evidence"
@@ -125,25 +147,7 @@ class PostgreSQLBackend(Backend):
             if row is not None:
                 outcome.created[draft.identity] = row[0]
             return outcome
-        document = json.dumps(
-            [
-                {
-                    "ord": index,
-                    "kind": draft.kind,
-                    "idempotency_key": draft.idempotency_key,
-                    "member": draft.member,
-                    "verb": draft.verb,
-                    "object": draft.object,
-                    "quantity": draft.quantity,
-                    "context": draft.context,
-                    "occurred_at": draft.occurred_at.isoformat(),
-                    "recorded_at": draft.recorded_at.isoformat(),
-                }
-                for index, draft in enumerate(drafts)
-            ],
-            ensure_ascii=False,
-            separators=(",", ":"),
-        )
+        document = "[" + ",".join(_document_row(index, d) for index, d in enumerate(drafts)) + "]"
         with self.connection.cursor() as cursor:
             cursor.execute(INSERT_MANY_SQL, [document])
             rows = cursor.fetchall()
