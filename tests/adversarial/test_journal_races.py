@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 from django.db import connection, connections, transaction
 
-from tilttek_activity import Recorded, record_activity
+from tilttek_activity import Recorded, record_activities, record_activity
 from tilttek_activity.models import Entry
 
 #: Upper bound of any wait (the machine is shared and slow); events end waits early.
@@ -39,6 +39,8 @@ class Waiter:
     """What one contending thread saw."""
 
     name: str
+    #: end its own transaction with a rollback (after recording K)
+    rolls_back: bool = False
     session: Any = None
     recorded: Recorded | None = None
     before_key: str = ""
@@ -103,12 +105,19 @@ def payload(key: str) -> dict[str, Any]:
     }
 
 
-def contend(waiters: int, *, holder_commits: bool = False) -> tuple[str, list[Waiter]]:
+def contend(
+    waiters: int, *, holder_commits: bool = False, bulk: bool = False, rollers: int = 0
+) -> tuple[str, list[Waiter]]:
     """One round: a holder records K and keeps its transaction open, ``waiters`` threads
     record K inside their own transactions (each also writing a row of its own before and
-    after), the holder rolls back (or commits) once every waiter is blocked."""
-    key = f"race:{uuid.uuid4()}"
-    contenders = [Waiter(f"T{i + 2}") for i in range(waiters)]
+    after; with ``bulk`` all three in one ``record_activities`` call), the holder rolls back
+    (or commits) once every waiter is blocked. The first ``rollers`` waiters roll their own
+    transaction back too, so the writers queued behind them must go on after them."""
+    # The waiters' own keys sort next to K in the unique index, the later ones in the gap
+    # just before K: where InnoDB's gap locks on K would make those inserts deadlock.
+    round_id = uuid.uuid4()
+    key = f"race:{round_id}:k"
+    contenders = [Waiter(f"T{i + 2}", rolls_back=i < rollers) for i in range(waiters)]
     held = threading.Event()
     release = threading.Event()
     ready = threading.Barrier(waiters + 1, timeout=PATIENCE)
@@ -133,14 +142,26 @@ def contend(waiters: int, *, holder_commits: bool = False) -> tuple[str, list[Wa
             waiter.session = session_id()
             held.wait(PATIENCE)
             ready.wait()
+            waiter.before_key = f"race:{round_id}:a:{waiter.name}"
+            waiter.after_key = f"race:{round_id}:b:{waiter.name}"
+            before = {"member": "tests.member:own", "verb": "race.before"}
+            after = {"member": "tests.member:own", "verb": "race.after"}
             with transaction.atomic():
-                waiter.before_key = f"own:{uuid.uuid4()}"
-                record_activity(
-                    "tests.member:own", "race.before", idempotency_key=waiter.before_key
-                )
-                waiter.recorded = record_activity(**payload(key))
-                waiter.after_key = f"own:{uuid.uuid4()}"
-                record_activity("tests.member:own", "race.after", idempotency_key=waiter.after_key)
+                if bulk:
+                    results = record_activities(
+                        [
+                            {**before, "idempotency_key": waiter.before_key},
+                            payload(key),
+                            {**after, "idempotency_key": waiter.after_key},
+                        ]
+                    )
+                    waiter.recorded = results[1]
+                else:
+                    record_activity(**before, idempotency_key=waiter.before_key)
+                    waiter.recorded = record_activity(**payload(key))
+                    record_activity(**after, idempotency_key=waiter.after_key)
+                if waiter.rolls_back:
+                    transaction.set_rollback(True)
         except BaseException as exc:  # reported by the test
             waiter.error = exc
         finally:
@@ -171,37 +192,47 @@ def contend(waiters: int, *, holder_commits: bool = False) -> tuple[str, list[Wa
 
 def check_round(key: str, contenders: list[Waiter], *, holder_commits: bool = False) -> list[str]:
     """Every violation of §B1 this round showed (empty when none): a waiter whose
-    transaction failed or lost its own writes, not exactly one entry for the key, not
-    exactly one writer reporting ``created`` (none when the holder committed), a writer
-    handed another entry than the kept one."""
+    transaction failed, lost its own writes (or kept them after rolling back), not exactly
+    one entry for the key, not exactly one committed writer reporting ``created`` (none when
+    the holder committed), a committed writer handed another entry than the kept one."""
     problems = []
     for waiter in contenders:
         if waiter.error is not None:
             problems.append(f"{waiter.name}: {type(waiter.error).__name__}: {waiter.error}")
             continue
+        expected = 0 if waiter.rolls_back else 1
         for own in (waiter.before_key, waiter.after_key):
-            if Entry.objects.filter(idempotency_key=own).count() != 1:
-                problems.append(f"{waiter.name}: its own write {own!r} did not commit")
+            if Entry.objects.filter(idempotency_key=own).count() != expected:
+                problems.append(f"{waiter.name}: its own write {own!r} is not as it ended")
     stored = list(Entry.objects.filter(idempotency_key=key).values_list("position", flat=True))
     if len(stored) != 1:
         problems.append(f"{len(stored)} entries stored for {key!r}")
-    recorded = [w.recorded for w in contenders if w.recorded is not None]
-    created = [r for r in recorded if r.created]
+    committed = [w.recorded for w in contenders if w.recorded is not None and not w.rolls_back]
+    created = [r for r in committed if r.created]
     if len(created) != (0 if holder_commits else 1):
-        problems.append(f"{len(created)} writers of {key!r} report created=True")
-    if stored and any(r.entry.position != stored[0] for r in recorded):
+        problems.append(f"{len(created)} committed writers of {key!r} report created=True")
+    if stored and any(r.entry.position != stored[0] for r in committed):
         problems.append(f"a writer of {key!r} returned an entry that is not the kept one")
     return problems
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize(("rounds", "waiters"), [(8, 2), (6, 5)], ids=["pairs", "crowds"])
+@pytest.mark.parametrize(
+    ("rounds", "waiters", "options"),
+    [
+        (8, 2, {}),
+        (6, 6, {}),
+        (4, 5, {"bulk": True}),
+        (4, 5, {"rollers": 2}),
+    ],
+    ids=["pairs", "crowds", "bulk-writers", "waiters-rolling-back-too"],
+)
 def test_waiters_on_a_rolled_back_writer_of_their_key_never_abort(
-    rounds: int, waiters: int
+    rounds: int, waiters: int, options: dict[str, Any]
 ) -> None:
     problems = []
     for number in range(rounds):
-        key, contenders = contend(waiters)
+        key, contenders = contend(waiters, **options)
         problems.extend(f"round {number}: {p}" for p in check_round(key, contenders))
     assert not problems, "\n".join(problems)
 
