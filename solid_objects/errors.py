@@ -17,6 +17,7 @@ __all__ = [
     "DatabaseUnavailable",
     "IdempotencyConflict",
     "ImproperlyConfigured",
+    "InvalidArguments",
     "InvalidPayload",
     "InvalidRejectionCode",
     "LostActivation",
@@ -108,7 +109,16 @@ class PayloadTooLarge(SolidObjectsError, ValueError):
 
 
 class InvalidPayload(SolidObjectsError, ValueError):
-    """A value is not strict JSON (sets, NaN, datetimes, non-string keys, deep nesting)."""
+    """A value is not strict JSON (sets, NaN, datetimes, non-string keys, deep nesting, NUL
+    or lone surrogates in text, integers of more than 4,300 digits), or an identifier or
+    option (actor id, idempotency key, timeout, ``available_at``) is not valid. Raised
+    before anything is written; inside a turn it fails the turn without retry."""
+
+    retryable = False
+
+
+class InvalidArguments(InvalidPayload, TypeError):
+    """The arguments do not match the operation's signature (also a ``TypeError``)."""
 
 
 class UnknownActorType(SolidObjectsError, LookupError):

@@ -16,21 +16,23 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, OperationalError, connections, transaction
 
 from . import payloads, signals
-from .actor import ActorSpec
+from .actor import ActorSpec, Operation
 from .conf import get_settings
 from .db.vendors import dialect_for
 from .errors import (
     ActorCallCycle,
     IdempotencyConflict,
+    InvalidArguments,
     InvalidPayload,
     MailboxFull,
     SyncTimeout,
+    UnknownOperation,
 )
 from .limits import IDENTIFIER_LENGTH
 from .runtime.wakeup import notify_local
@@ -52,11 +54,79 @@ class Enqueued:
 
 
 def validate_identifier(value: Any, what: str) -> str:
+    """An actor id, idempotency key or name: a non-empty string of at most
+    ``IDENTIFIER_LENGTH`` characters that every database stores as given (no NUL, no lone
+    surrogate); :class:`InvalidPayload` otherwise."""
     if not isinstance(value, str) or not value:
-        raise InvalidPayload(f"{what} must be a non-empty string, got {value!r}")
+        raise InvalidPayload(f"{what} must be a non-empty string, got {payloads.short_repr(value)}")
     if len(value) > IDENTIFIER_LENGTH:
         raise InvalidPayload(f"{what} is longer than {IDENTIFIER_LENGTH} characters")
+    problem = payloads.problem_with_text(value)
+    if problem is not None:
+        raise InvalidPayload(f"{what} {problem}: {payloads.short_repr(value)}")
     return value
+
+
+def validate_available_at(value: Any, what: str = "available_at") -> datetime | None:
+    """``None`` or a timezone-aware datetime that converts to UTC (every database stores
+    it in UTC); :class:`InvalidPayload` otherwise."""
+    if value is None:
+        return None
+    try:
+        aware = isinstance(value, datetime) and value.utcoffset() is not None
+        if aware:
+            value.astimezone(UTC)
+    except (OverflowError, ValueError, TypeError, ArithmeticError):
+        raise InvalidPayload(f"{what} is out of range once converted to UTC") from None
+    if not aware:
+        raise InvalidPayload(
+            f"{what} must be a timezone-aware datetime, got {payloads.short_repr(value)}"
+        )
+    return value
+
+
+def bind(operation: Operation, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The call's arguments as the stored keyword dict; :class:`InvalidArguments` (also a
+    ``TypeError``) when they do not match the operation's signature."""
+    try:
+        return operation.bind(args, kwargs)
+    except TypeError as exc:
+        raise InvalidArguments(str(exc)) from None
+
+
+def prepare(
+    spec: ActorSpec,
+    actor_id: Any,
+    operation: Any,
+    arguments: Any,
+    *,
+    delivery_mode: str,
+    idempotency_key: Any,
+    available_at: Any,
+    dialect: Any,
+    settings: Any,
+) -> str:
+    """Check everything a message needs before any SQL runs (so bad input writes nothing,
+    not even this process's registration); return the arguments as stored JSON."""
+    validate_identifier(actor_id, "actor_id")
+    if not isinstance(operation, str):
+        raise UnknownOperation(
+            f"{spec.actor_type!r} has no operation {payloads.short_repr(operation)}"
+        )
+    spec.operation(operation)
+    if idempotency_key is not None:
+        validate_identifier(idempotency_key, "idempotency_key")
+    validate_available_at(available_at)
+    if delivery_mode not in DELIVERY_MODES:
+        raise InvalidPayload(f"delivery_mode must be one of {DELIVERY_MODES}")
+    if not isinstance(arguments, dict):
+        raise InvalidPayload("arguments must be a dict of keyword arguments")
+    return payloads.encode(
+        arguments,
+        what="arguments",
+        limit=settings.MAX_PAYLOAD_BYTES,
+        max_depth=dialect.json_max_depth,
+    )
 
 
 def enqueue(
@@ -71,12 +141,15 @@ def enqueue(
     using: str | None = None,
     lock_wait: float | None = None,
     then: Callable[[Any, Enqueued], Any] | None = None,
+    prepared: str | None = None,
 ) -> MessageReference:
     """Append a message; return its :class:`MessageReference` (the existing one for a key
     already used with the same operation and arguments).
 
     ``then(cursor, enqueued)`` runs inside the same transaction after the insert: a sync
-    caller claims the actor there, saving a commit.
+    caller claims the actor there, saving a commit. ``prepared`` is the arguments JSON
+    :func:`prepare` returned for exactly these arguments (a sync caller validates before it
+    registers itself), so they are not checked and encoded twice.
     """
     from .references import MessageReference
 
@@ -86,24 +159,21 @@ def enqueue(
         raise ActorCallCycle(
             "actor code cannot call or enqueue to actors directly; use self.send_to(ref).op()"
         )
-    validate_identifier(actor_id, "actor_id")
-    spec.operation(operation)
-    if idempotency_key is not None:
-        validate_identifier(idempotency_key, "idempotency_key")
-    if available_at is not None and (
-        not isinstance(available_at, datetime) or available_at.tzinfo is None
-    ):
-        raise InvalidPayload("available_at must be a timezone-aware datetime")
-    if delivery_mode not in DELIVERY_MODES:
-        raise InvalidPayload(f"delivery_mode must be one of {DELIVERY_MODES}")
     connection = connections[alias]
     dialect = dialect_for(connection)
-    arguments_json = payloads.encode(
-        arguments,
-        what="arguments",
-        limit=settings.MAX_PAYLOAD_BYTES,
-        max_depth=dialect.json_max_depth,
-    )
+    if prepared is None:
+        prepared = prepare(
+            spec,
+            actor_id,
+            operation,
+            arguments,
+            delivery_mode=delivery_mode,
+            idempotency_key=idempotency_key,
+            available_at=available_at,
+            dialect=dialect,
+            settings=settings,
+        )
+    arguments_json = prepared
     outer = connection.in_atomic_block
     for attempt in range(5):
         try:
@@ -257,7 +327,8 @@ def _same_or_conflict(
     differing = []
     if stored_operation != operation:
         differing.append("operation")
-    if payloads.decode(stored_arguments) != payloads.decode(arguments_json):
+    # Compared decoded and type for type: jsonb rewrites key order and number formatting.
+    if not payloads.same_json(stored_arguments, arguments_json):
         differing.append("arguments")
     if stored_mode != delivery_mode:
         differing.append("delivery_mode")

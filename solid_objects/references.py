@@ -14,7 +14,7 @@ from .conf import get_settings
 from .db.connections import Attempt, recovering
 from .db.vendors import dialect_for
 from .errors import MessageFailed, Rejected, SyncTimeout
-from .mailbox import enqueue, validate_identifier
+from .mailbox import bind, enqueue, validate_available_at, validate_identifier
 from .registry import get_spec
 
 STATUSES = ("ready", "claimed", "completed", "rejected", "dead", "unknown")
@@ -44,11 +44,25 @@ class ActorReference:
         return self.sync().__getattr__(name)
 
     def sync(self, timeout: float | None = None, idempotency_key: str | None = None) -> _SyncCalls:
+        """Options of one sync call (checked here, :class:`InvalidPayload` if bad):
+        ``timeout`` positive seconds (``None``: ``SYNC_TIMEOUT``, ``math.inf``: no
+        deadline), ``idempotency_key`` an identifier."""
+        from .sync import sync_timeout
+
+        if timeout is not None:
+            sync_timeout(timeout)
+        if idempotency_key is not None:
+            validate_identifier(idempotency_key, "idempotency_key")
         return _SyncCalls(self, timeout, idempotency_key)
 
     def enqueue(
         self, available_at: datetime | None = None, idempotency_key: str | None = None
     ) -> _EnqueueCalls:
+        """Options of one enqueue (checked here, :class:`InvalidPayload` if bad):
+        ``available_at`` a timezone-aware datetime, ``idempotency_key`` an identifier."""
+        validate_available_at(available_at)
+        if idempotency_key is not None:
+            validate_identifier(idempotency_key, "idempotency_key")
         return _EnqueueCalls(self, available_at, idempotency_key)
 
     def snapshot(self, using: str | None = None) -> Snapshot:
@@ -117,6 +131,7 @@ class ActorReference:
     def find_message(
         self, idempotency_key: str, using: str | None = None
     ) -> MessageReference | None:
+        validate_identifier(idempotency_key, "idempotency_key")
         alias = using or get_settings().DATABASE
         connection = connections[alias]
 
@@ -174,7 +189,7 @@ class _SyncCalls:
             return call_sync(
                 self._ref,
                 operation.name,
-                operation.bind(args, kwargs),
+                bind(operation, args, kwargs),
                 timeout=self._timeout,
                 idempotency_key=self._idempotency_key,
             )
@@ -199,7 +214,7 @@ class _EnqueueCalls:
         operation = self._ref.spec.operation(name)
 
         def send(*args: Any, **kwargs: Any) -> MessageReference:
-            arguments = operation.bind(args, kwargs)
+            arguments = bind(operation, args, kwargs)
 
             def write(attempt: Attempt) -> MessageReference:
                 return enqueue(

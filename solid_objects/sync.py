@@ -15,25 +15,29 @@ held when the connection died is given back. Otherwise the call raises
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.db import IntegrityError, OperationalError, connections
 
+from . import payloads
 from .activation import Activation, ActivationCache, Claim, acquire, activate, run_pass, take_lease
 from .conf import get_settings
 from .db.connections import CONNECTION_ERRORS, Attempt, abandon, recovering
+from .db.vendors import dialect_for
 from .errors import (
     ActorCallCycle,
     DatabaseUnavailable,
+    InvalidPayload,
     LostActivation,
     MessageFailed,
     Rejected,
     SyncInsideTransaction,
     SyncTimeout,
 )
-from .mailbox import Enqueued, enqueue
+from .mailbox import Enqueued, enqueue, prepare
 from .mailbox import _is_timeout as is_lock_timeout
 from .runtime import processes
 from .runtime.processes import callers
@@ -50,6 +54,48 @@ caller_cache = ActivationCache(max_entries=1000)
 
 _FIRST_WAIT = 0.002
 _MAX_WAIT = 0.1
+#: Lock waits follow the deadline up to this many seconds (PostgreSQL's ``lock_timeout``
+#: takes at most 2**31 - 1 ms); a longer deadline still bounds the call as a whole.
+MAX_LOCK_WAIT = 24 * 86400.0
+
+
+def sync_timeout(value: Any) -> float:
+    """A sync call's ``timeout``: ``None`` is ``SYNC_TIMEOUT``; otherwise positive seconds,
+    ``math.inf`` for no deadline. Zero, negative, NaN and non-numbers raise
+    :class:`InvalidPayload` (the same on every database, before anything is written)."""
+    if value is None:
+        return float(get_settings().SYNC_TIMEOUT)
+    seconds = _seconds(value)
+    if not seconds > 0:
+        raise InvalidPayload(
+            "timeout must be a positive number of seconds (math.inf: no deadline), got "
+            f"{payloads.short_repr(value)}"
+        )
+    return seconds
+
+
+def wait_timeout(value: Any) -> float | None:
+    """``MessageReference.result(timeout=)``: ``None`` or ``math.inf`` waits as long as it
+    takes (``None`` returned); zero or less does not wait (the outcome if it is final,
+    :class:`SyncTimeout` otherwise); NaN and non-numbers raise :class:`InvalidPayload`."""
+    if value is None:
+        return None
+    seconds = _seconds(value)
+    if seconds == math.inf:
+        return None
+    return max(seconds, 0.0)
+
+
+def _seconds(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidPayload(f"timeout must be a number of seconds, got {type(value).__name__}")
+    try:
+        seconds = float(value)
+    except OverflowError:  # an int beyond the float range
+        seconds = math.inf if value > 0 else -math.inf
+    if math.isnan(seconds):
+        raise InvalidPayload("timeout must be a number of seconds, got NaN")
+    return seconds
 
 
 class _Pending:
@@ -74,14 +120,29 @@ def call_sync(
         raise ActorCallCycle(
             "actor code cannot make synchronous calls to actors; use self.send_to(ref).op()"
         )
-    if connections[alias].in_atomic_block:
+    timeout = sync_timeout(timeout)
+    connection = connections[alias]
+    # Everything is checked before the first statement: bad input writes nothing, not even
+    # this process's registration as a caller.
+    arguments_json = prepare(
+        reference.spec,
+        reference.actor_id,
+        operation,
+        arguments,
+        delivery_mode="sync",
+        idempotency_key=idempotency_key,
+        available_at=None,
+        dialect=dialect_for(connection),
+        settings=settings,
+    )
+    if connection.in_atomic_block:
         raise SyncInsideTransaction(
             "a synchronous actor call cannot run inside transaction.atomic(): the caller must "
             "commit the message and then run the actor. Use ref.enqueue(...) inside the "
             "transaction, or mark the view with @transaction.non_atomic_requests"
         )
-    timeout = settings.SYNC_TIMEOUT if timeout is None else float(timeout)
-    deadline = time.monotonic() + timeout
+    deadline = None if timeout == math.inf else time.monotonic() + timeout
+    lock_wait = min(timeout, MAX_LOCK_WAIT)
     claims: list[Claim | None] = []
 
     def enqueue_and_claim(owner: str, attempt: Attempt) -> MessageReference:
@@ -98,15 +159,16 @@ def call_sync(
             delivery_mode="sync",
             idempotency_key=idempotency_key,
             using=alias,
-            lock_wait=timeout,
+            lock_wait=lock_wait,
             then=claim_in_same_transaction,
+            prepared=arguments_json,
         )
 
     def enqueue_once(attempt: Attempt) -> MessageReference:
         claims.clear()
         try:
             return with_caller(
-                alias, lambda owner: enqueue_and_claim(owner, attempt), lock_wait=timeout
+                alias, lambda owner: enqueue_and_claim(owner, attempt), lock_wait=lock_wait
             )
         except CONNECTION_ERRORS:
             if claims and claims[0] is not None:
@@ -150,7 +212,8 @@ def call_sync(
 
 
 def wait_for(message: MessageReference, timeout: float | None) -> Any:
-    deadline = None if timeout is None else time.monotonic() + float(timeout)
+    seconds = wait_timeout(timeout)
+    deadline = None if seconds is None else time.monotonic() + seconds
     assist = not inside_turn() and not connections[message.using].in_atomic_block
     return recovering(
         message.using,
@@ -211,11 +274,13 @@ def _run(
     outcome = result.outcomes.get(message.id)
     if outcome is None:
         return _PENDING
+    # What the caller gets is decoded from what was stored, as any other reader of the
+    # outcome gets it (never the handler's own objects, which may be the actor's state).
     if outcome.kind == "completed":
-        return outcome.result
+        return payloads.decode(outcome.result_json)
     if outcome.kind == "rejected" and outcome.rejection is not None:
-        rejection = outcome.rejection
-        raise Rejected(rejection.code, rejection.message, rejection.details)
+        stored = payloads.decode(outcome.rejection_json) or outcome.rejection.as_dict()
+        raise Rejected(stored["code"], stored["message"], stored["details"])
     if outcome.kind == "dead":
         error = outcome.error or {}
         raise MessageFailed(

@@ -7,6 +7,7 @@ actions) for the fenced commit to write atomically with the state.
 
 from __future__ import annotations
 
+import math
 import traceback
 import uuid
 from dataclasses import dataclass, field
@@ -14,15 +15,18 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from . import payloads
-from .actor import Actor, ActorSpec
+from .actor import REJECTION_CODE, Actor, ActorSpec
 from .conf import get_settings
 from .errors import (
     ApplicationWriteForbidden,
     InvalidPayload,
+    InvalidRejectionCode,
     PayloadTooLarge,
     Rejected,
     SolidObjectsError,
+    UnknownOperation,
 )
+from .mailbox import bind, validate_available_at, validate_identifier
 from .write_guard import handler_code, write_was_attempted
 
 if TYPE_CHECKING:
@@ -104,6 +108,13 @@ class _SendProxy:
         available_at: Any,
         idempotency_key: str | None,
     ) -> None:
+        from .references import ActorReference
+
+        if not isinstance(ref, ActorReference):
+            raise InvalidPayload(f"send_to() needs an actor reference, got {type(ref).__name__}")
+        validate_available_at(available_at)
+        if idempotency_key is not None:
+            validate_identifier(idempotency_key, "idempotency_key")
         self._context = context
         self._ref = ref
         self._available_at = available_at
@@ -115,7 +126,7 @@ class _SendProxy:
         spec_operation = self._ref.spec.operation(operation)
 
         def stage(*args: Any, **kwargs: Any) -> EffectHandle:
-            arguments = spec_operation.bind(args, kwargs)
+            arguments = bind(spec_operation, args, kwargs)
             body = {
                 "actor_type": self._ref.actor_type,
                 "actor_id": self._ref.actor_id,
@@ -134,17 +145,20 @@ class _ScheduleProxy:
         self, context: TurnContext, at: Any, delay: Any, every: Any, missed: str, key: str | None
     ) -> None:
         if (at is None) == (delay is None):
-            raise ValueError("schedule() needs exactly one of at= or delay=")
+            raise InvalidPayload("schedule() needs exactly one of at= or delay=")
         if missed not in ("latest", "all"):
-            raise ValueError('missed must be "latest" or "all"')
-        if at is not None and (not isinstance(at, datetime) or at.tzinfo is None):
-            raise ValueError("schedule(at=...) needs a timezone-aware datetime")
+            raise InvalidPayload('missed must be "latest" or "all"')
+        if at is not None and not isinstance(at, datetime):
+            raise InvalidPayload("schedule(at=...) needs a timezone-aware datetime")
+        validate_available_at(at, "schedule(at=...)")
+        if key is not None and not isinstance(key, str):
+            raise InvalidPayload(f"schedule(key=...) must be a string, got {type(key).__name__}")
         self._context = context
         self._at = at
-        self._delay = _seconds(delay) if delay is not None else None
-        self._every = _seconds(every) if every is not None else None
+        self._delay = _seconds(delay, "delay") if delay is not None else None
+        self._every = _seconds(every, "every") if every is not None else None
         if self._every is not None and self._every <= 0:
-            raise ValueError("every= must be positive")
+            raise InvalidPayload("every= must be positive")
         self._missed = missed
         self._key = key
 
@@ -154,8 +168,9 @@ class _ScheduleProxy:
         spec_operation = self._context.spec.operation(operation)
 
         def stage(*args: Any, **kwargs: Any) -> None:
-            arguments = spec_operation.bind(args, kwargs)
+            arguments = bind(spec_operation, args, kwargs)
             name = operation if self._key is None else f"{operation}:{self._key}"
+            validate_identifier(name, "reminder name")
             self._context.staged.reminders.append(
                 StagedReminder(
                     name=name,
@@ -176,12 +191,26 @@ class _ScheduleProxy:
         return stage
 
 
-def _seconds(value: Any) -> float:
+#: The longest ``delay=`` or ``every=`` a reminder takes (100 years): every database can add
+#: it to the current time.
+MAX_SCHEDULE_SECONDS = 100 * 365.25 * 86400
+
+
+def _seconds(value: Any, what: str) -> float:
     if isinstance(value, timedelta):
-        return value.total_seconds()
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    raise ValueError(f"expected seconds or a timedelta, got {value!r}")
+        seconds = value.total_seconds()
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            seconds = float(value)
+        except OverflowError:
+            seconds = math.inf
+    else:
+        raise InvalidPayload(f"{what}= takes seconds or a timedelta, got {type(value).__name__}")
+    if not -MAX_SCHEDULE_SECONDS <= seconds <= MAX_SCHEDULE_SECONDS:  # also NaN
+        raise InvalidPayload(
+            f"{what}= must be finite seconds within 100 years, got {payloads.short_repr(value)}"
+        )
+    return seconds
 
 
 class TurnContext:
@@ -218,8 +247,13 @@ class TurnContext:
     def emit(
         self, name: str, on_success: str | None, on_failure: str | None, arguments: dict[str, Any]
     ) -> EffectHandle:
+        validate_identifier(name, "effect name")
         for callback in (on_success, on_failure):
             if callback is not None:
+                if not isinstance(callback, str):
+                    raise UnknownOperation(
+                        f"effect callback {payloads.short_repr(callback)} is not an operation"
+                    )
                 self.spec.operation(callback)
         return self._stage_effect(name, arguments, on_success, on_failure)
 
@@ -235,7 +269,10 @@ class TurnContext:
 
     def unschedule(self, op: Any, key: str | None) -> None:
         operation = op if isinstance(op, str) else getattr(op, "__name__", str(op))
+        if key is not None and not isinstance(key, str):
+            raise InvalidPayload(f"unschedule(key=...) must be a string, got {type(key).__name__}")
         name = operation if key is None else f"{operation}:{key}"
+        validate_identifier(name, "reminder name")
         self.staged.reminders.append(
             StagedReminder(
                 name=name,
@@ -267,6 +304,7 @@ class TurnOutcome:
     result_json: str | None = None
     result: Any = None
     rejection: Rejected | None = None
+    rejection_json: str | None = None  # the rejection as stored (code, message, details)
     error: dict[str, Any] | None = None
     exception: BaseException | None = None
     retryable: bool = True
@@ -282,15 +320,33 @@ class TurnOutcome:
 
 
 def describe_exception(exc: BaseException) -> dict[str, Any]:
-    """``{class, message, backtrace}`` with the documented bounds."""
+    """``{class, message, backtrace}`` with the documented bounds, always storable: a NUL or
+    a lone surrogate in the exception's text is written as an escape (``\\x00``,
+    ``\\ud800``), so recording a failure can never fail in turn."""
     cls = type(exc)
-    lines = traceback.format_exception(cls, exc, exc.__traceback__)
-    backtrace = "".join(lines).splitlines()[-MAX_BACKTRACE_LINES:]
+    try:
+        message = str(exc)
+    except Exception:
+        message = f"<str() of this {cls.__name__} failed>"
+    try:
+        lines = traceback.format_exception(cls, exc, exc.__traceback__)
+    except Exception:
+        lines = [f"{cls.__name__}: <the traceback could not be formatted>"]
+    backtrace = [
+        _storable(line[:MAX_EXCEPTION_MESSAGE])
+        for line in "".join(lines).splitlines()[-MAX_BACKTRACE_LINES:]
+    ]
     return {
-        "class": f"{cls.__module__}.{cls.__qualname__}"[:255],
-        "message": str(exc)[:MAX_EXCEPTION_MESSAGE],
+        "class": _storable(f"{cls.__module__}.{cls.__qualname__}"[:255])[:255],
+        "message": _storable(message[:MAX_EXCEPTION_MESSAGE]),
         "backtrace": backtrace,
     }
+
+
+def _storable(text: str) -> str:
+    if "\x00" not in text and (text.isascii() or payloads.problem_with_text(text) is None):
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
 
 
 def run_turn(
@@ -337,14 +393,11 @@ def run_turn(
     except Rejected as rejection:
         try:
             # Stored with the commit: refuse what cannot be stored now, as a failed turn
-            # (an error inside the commit would leave the claim stuck until its lease ends).
-            payloads.encode(
-                rejection.as_dict(),
-                what="rejection",
-                limit=get_settings().MAX_RESULT_BYTES,
-                max_depth=max_depth,
-            )
-        except (InvalidPayload, PayloadTooLarge) as exc:
+            # (an error inside the commit would leave the claim stuck until its lease ends,
+            # an error here would end the worker's thread). Anything the encoder or the
+            # rejection itself raises is such a failure, without retry.
+            outcome.rejection_json = _encode_rejection(rejection, max_depth)
+        except Exception as exc:
             outcome.kind = "failed"
             outcome.exception = exc
             outcome.error = describe_exception(exc)
@@ -368,6 +421,22 @@ def run_turn(
         outcome.staged = None
     outcome.duration = time.monotonic() - started
     return outcome
+
+
+def _encode_rejection(rejection: Rejected, max_depth: int) -> str:
+    code = rejection.code
+    if not isinstance(code, str) or not REJECTION_CODE.match(code):
+        raise InvalidRejectionCode(f"invalid rejection code {payloads.short_repr(code)}")
+    if not isinstance(rejection.message, str):
+        raise InvalidPayload(
+            f"a rejection message must be a string, got {type(rejection.message).__name__}"
+        )
+    return payloads.encode(
+        {"code": code, "message": rejection.message, "details": rejection.details},
+        what="rejection",
+        limit=get_settings().MAX_RESULT_BYTES,
+        max_depth=max_depth,
+    )
 
 
 def _is_retryable(exc: BaseException) -> bool:
