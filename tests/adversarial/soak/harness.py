@@ -18,14 +18,17 @@ an expired lease and recovers the claim its dead owner left (``stale claim recov
 the supervisors' dead-process cleanup (every ``PROCESS_ALIVE_THRESHOLD`` seconds) releases
 what the dead still hold. The test process runs that cleanup too, every
 ``profile.cleanup_every`` seconds during the kill phase (:class:`Cleaner`), so that cleanup
-meets takeovers and recoveries in flight. Each worker draws its own lease duration from
+meets takeovers and recoveries in flight, and half the kills it aims a cleanup at the moment
+the dead worker's claimed lease expires (the interleaving of issue 9, defect 1, which it found
+in each of three runs of the code before that fix). Each worker draws its own lease duration from
 ``profile.leases``: with the shortest, takeover comes well before cleanup; with the longest,
 a dead worker's lease expires about when cleanup finds it dead, and the two race for the same
 claims. Both paths are counted (from the workers' logs and the test's cleaner).
 
 Randomness comes from one seed: the kill intervals and victims from one generator, the
-message targets from another. Kills happen at wall-clock times, so a seed fixes the schedule
-of intervals and victims, not the exact instructions each kill interrupts.
+message targets, the leases and the aimed cleanups from others. Kills happen at wall-clock
+times, so a seed fixes the schedule of intervals and victims, not the exact instructions each
+kill interrupts.
 """
 
 from __future__ import annotations
@@ -39,11 +42,13 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from django.db import DatabaseError, connections
-from django.db.models import Max, Sum
+from django.db.models import Max, Min, Sum
+from django.utils import timezone
 
 from solid_objects.models import ClaimedMessage, DeadLetter, Instance, Message, ReadyMessage
 from solid_objects.models import Process as ProcessRow
@@ -64,6 +69,15 @@ BATCH = 100
 BACKLOG_EVERY = 0.25
 #: Messages per transaction in the first load.
 FIRST_LOAD_BATCH = 250
+#: The cleaner's own loop period, and how long after a killed worker's lease expires (a
+#: random delay in this range) its aimed cleanup runs (seconds).
+AIM_TICK = 0.005
+AIM_DELAY = (0.0, 0.06)
+#: The share of killed workers the cleaner aims at.
+AIM_SHARE = 0.5
+#: An aimed cleanup never takes a process silent for less than this for dead (the workers
+#: heartbeat every 0.5 s).
+AIM_MIN_THRESHOLD = 1.0
 #: Seconds a new worker may take to register its process row.
 STARTUP_PATIENCE = 60.0
 #: Stored on every message at enqueue: kills alone must never exhaust a message's attempts.
@@ -155,28 +169,88 @@ def soak_seed() -> int:
 
 class Cleaner:
     """Dead-process cleanup run by the test process in a thread of its own, on top of the
-    workers' supervisors, so that it meets lease takeovers and recoveries far more often."""
+    workers' supervisors, so that it meets lease takeovers and recoveries far more often.
 
-    def __init__(self, interval: float, threshold: float) -> None:
+    Every ``interval`` seconds it runs the ordinary cleanup (``PROCESS_ALIVE_THRESHOLD``).
+    Besides, half the killed workers are *aimed at* (:meth:`aim`): when the lease of an instance it
+    still had a claim on expires, plus a random few milliseconds, the cleaner runs a cleanup
+    whose threshold makes that worker dead at that very moment, which is when a live worker
+    takes the expired lease over and recovers the claim (the interleaving of issue 9,
+    defect 1)."""
+
+    def __init__(self, interval: float, threshold: float, rng: random.Random) -> None:
         self.interval = interval
         self.threshold = threshold
+        self.rng = rng
         self.runs = 0
         self.cleaned = 0
+        self.aimed = 0  # aimed cleanups run
         self.errors: list[str] = []
+        self._targets: dict[int, datetime | None] = {}  # killed pid -> when to clean it up
+        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: Worker | None = None
 
     def start(self) -> None:
         self._thread = start_thread(self._loop, name="soak-cleaner")
 
+    def aim(self, pid: int) -> None:
+        """Aim at a killed worker, or (one time in two) leave it to lease takeover and the
+        ordinary cleanups."""
+        if self.rng.random() >= AIM_SHARE:
+            return
+        with self._lock:
+            self._targets[pid] = None
+
     def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
+        next_run = time.monotonic() + self.interval
+        while not self._stop.wait(AIM_TICK):
             try:
-                self.cleaned += len(processes.cleanup_dead(alias(), self.threshold))
+                self._aimed_cleanups()
+                if time.monotonic() >= next_run:
+                    next_run = time.monotonic() + self.interval
+                    self.cleaned += len(processes.cleanup_dead(alias(), self.threshold))
+                    self.runs += 1
             except DatabaseError as exc:  # as the supervisor does: note it, carry on
                 self.errors.append(repr(exc))
                 connections[alias()].close()
-            self.runs += 1
+
+    def _aimed_cleanups(self) -> None:
+        with self._lock:
+            targets = dict(self._targets)
+        for pid, due in targets.items():
+            row = (
+                ProcessRow.objects.filter(pid=pid, kind="worker")
+                .exclude(shutdown_state=ProcessRow.ShutdownState.STOPPED)
+                .values("id", "last_heartbeat_at")
+                .first()
+            )
+            if row is None:  # never registered, or cleaned up already
+                self._forget(pid)
+                continue
+            if due is None:
+                claimed = ClaimedMessage.objects.filter(process_id=row["id"]).values("instance_id")
+                expiry = Instance.objects.filter(
+                    id__in=claimed, activation_owner_id=row["id"]
+                ).aggregate(first=Min("activation_expires_at"))["first"]
+                if expiry is None:  # no stale claim left to race for
+                    self._forget(pid)
+                    continue
+                due = expiry + timedelta(seconds=self.rng.uniform(*AIM_DELAY))
+                with self._lock:
+                    self._targets[pid] = due
+            now = timezone.now()
+            if now < due:
+                continue
+            silent = (now - row["last_heartbeat_at"]).total_seconds()
+            threshold = max(AIM_MIN_THRESHOLD, silent - 0.01)
+            self.cleaned += len(processes.cleanup_dead(alias(), threshold))
+            self.aimed += 1
+            self._forget(pid)
+
+    def _forget(self, pid: int) -> None:
+        with self._lock:
+            self._targets.pop(pid, None)
 
     def stop(self) -> None:
         self._stop.set()
@@ -218,7 +292,9 @@ class Soak:
         self.started = 0
         self.first_load = 0
         self.timings: dict[str, float] = {}
-        self.cleaner = Cleaner(self.profile.cleanup_every, self.profile.alive)
+        self.cleaner = Cleaner(
+            self.profile.cleanup_every, self.profile.alive, random.Random(seed * 7919 + 3)
+        )
 
     # -- settings -----------------------------------------------------------------------------
     def worker_settings(self, lease: float | None = None) -> dict[str, Any]:
@@ -300,6 +376,7 @@ class Soak:
             os.kill(victim.pid, signal.SIGKILL)
         victim.wait(30)
         self.kill_schedule.append((round(at, 2), victim.pid))
+        self.cleaner.aim(victim.pid)
         self.live.append(self._start())
 
     def _replace_exited(self) -> None:
@@ -426,6 +503,7 @@ class Soak:
             "rejected_on_purpose": len(self.ledger.of_kind(REJECT)),
             "dead_letters_on_purpose": len(self.ledger.of_kind(FAIL)),
             "enqueue_batches_refused": self.ledger.refused_batches,
+            "enqueue_refusals": self.ledger.refusals,
             "kills": len(self.kill_schedule),
             "workers_started": self.started,
             "turns_committed": messages.filter(completed_at__isnull=False).count()
@@ -438,6 +516,7 @@ class Soak:
             "dead_processes_cleaned": events["dead_processes_cleaned"] + self.cleaner.cleaned,
             "cleaned_by_the_test": self.cleaner.cleaned,
             "cleanups_by_the_test": self.cleaner.runs,
+            "aimed_cleanups": self.cleaner.aimed,
             "cleanup_errors": len(self.cleaner.errors),
             "cleanup_error_samples": self.cleaner.errors[:5],
             "violations": len(found),
@@ -505,6 +584,7 @@ def summary(figures: dict[str, Any]) -> str:
         "stale_claims_recovered",
         "dead_processes_cleaned",
         "cleaned_by_the_test",
+        "aimed_cleanups",
         "cleanup_errors",
         "activations_lost",
         "live_workers_taken_for_dead",

@@ -51,6 +51,7 @@ class Ledger:
         self._next_n = first_n
         self.by_actor: dict[str, list[Sent]] = {actor_id: [] for actor_id in self.actor_ids}
         self.refused_batches = 0
+        self.refusals: list[str] = []  # why (the first few)
 
     def __len__(self) -> int:
         return self._next_n - self._first_n
@@ -78,8 +79,10 @@ class Ledger:
         for attempt in range(1, BATCH_ATTEMPTS + 1):
             try:
                 sent = self._enqueue_once(targets, first)
-            except OperationalError:
+            except OperationalError as exc:
                 self.refused_batches += 1
+                if len(self.refusals) < 5:
+                    self.refusals.append(repr(exc))
                 if attempt == BATCH_ATTEMPTS:
                     raise
                 continue
