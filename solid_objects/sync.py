@@ -42,6 +42,7 @@ from .mailbox import _is_timeout as is_lock_timeout
 from .runtime import processes
 from .runtime.processes import callers
 from .runtime.wakeup import doorbell
+from .runtime.wakeup_transports import ensure_listener
 from .write_guard import inside_turn
 
 if TYPE_CHECKING:
@@ -238,6 +239,7 @@ def _drive(message: MessageReference, deadline: float | None, alias: str, *, ass
         remaining = None if deadline is None else deadline - time.monotonic()
         if remaining is not None and remaining <= 0:
             raise _timeout(message, outcome)
+        ensure_listener(alias)  # another process runs it: hear its result hint
         bell.wait(seen, wait if remaining is None else min(wait, remaining))
         wait = min(wait * 2, _MAX_WAIT)
 

@@ -20,6 +20,7 @@ from ..conf import get_settings
 from ..db.connections import abandon, release_abandoned
 from ..db.vendors import dialect_for
 from ..errors import LostActivation, StateMigrationError, UnknownActorType
+from ..pause_points import pause_point
 from .wakeup import doorbell
 
 if TYPE_CHECKING:
@@ -193,8 +194,11 @@ def renew_leases(alias: str, leases: list[Any]) -> None:
     connection = connections[alias]
     dialect = dialect_for(connection)
     seconds = get_settings().LEASE_DURATION
+    pause_point("renew.before")
     with transaction.atomic(using=alias), connection.cursor() as cursor:
-        for lease in leases:
+        # In instance order: two workers renewing overlapping rows (one of them holding a
+        # lease that expired and was taken over) lock them in the same order.
+        for lease in sorted(leases, key=lambda lease: lease.instance_id):
             if dialect.renew(cursor, lease, seconds):
                 signals.send(
                     signals.activation_renewed,
