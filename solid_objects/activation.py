@@ -36,7 +36,7 @@ from .commit_writes import write_broadcasts, write_staged
 from .conf import get_settings
 from .db.base import Completion, LeaseRow, MessageRow
 from .db.vendors import dialect_for
-from .errors import LostActivation, StateMigrationError, UnknownActorType
+from .errors import LostActivation, SolidObjectsError, StateMigrationError, UnknownActorType
 from .pause_points import pause_point
 from .registry import get_spec
 from .runtime.wakeup import notify_local
@@ -399,7 +399,12 @@ def _activate(alias: str, lease: LeaseRow, cache: ActivationCache | None) -> Act
     actor = spec.cls(lease.actor_id, state)
     actor.on_activate()
     if dirty:
-        state_json = payloads.encode(actor._state, what="state")
+        try:
+            state_json = payloads.encode(actor._state, what="state")
+        except SolidObjectsError as exc:  # refused like any failed migration (released)
+            raise StateMigrationError(
+                f"the migrated state of {lease.actor_type}/{lease.actor_id} cannot be stored: {exc}"
+            ) from exc
     activation = Activation(alias, lease, spec, actor, state_json, code_version, dirty=dirty)
     if spec.observables:
         activation.observed = _observe(activation)

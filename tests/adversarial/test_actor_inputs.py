@@ -53,6 +53,7 @@ from solid_objects import (
     SyncTimeout,
     UnknownActorType,
 )
+from solid_objects.actor import REJECTION_CODE
 from solid_objects.conf import get_settings, table
 from solid_objects.db.vendors import dialect_for
 from solid_objects.models import DeadLetter, Message
@@ -359,7 +360,7 @@ def assert_same(got: Any, expected: Any, path: str = "value") -> None:
 
 
 # -- references: actor types and ids ---------------------------------------------------------------
-@examples(150)
+@examples(300)
 @given(actor_id=bad_identifiers)
 def test_bad_actor_ids_are_refused(actor_id):
     seen("test_bad_actor_ids_are_refused", actor_id)
@@ -367,7 +368,7 @@ def test_bad_actor_ids_are_refused(actor_id):
     refused(lambda: solid_objects.ref("tests.inputs.echo", actor_id))
 
 
-@examples(80)
+@examples(120)
 @given(actor_type=st.one_of(good_text, bad_text, st.integers(), st.none(), st.lists(st.none())))
 def test_unknown_actor_types_are_refused(actor_type):
     seen("test_unknown_actor_types_are_refused", actor_type)
@@ -376,7 +377,7 @@ def test_unknown_actor_types_are_refused(actor_type):
     refused(lambda: solid_objects.ref(actor_type, "x"), UnknownActorType)
 
 
-@examples(40)
+@examples(60)
 @given(actor_id=good_identifiers, key=good_identifiers)
 def test_any_valid_actor_id_reads_as_absent_and_round_trips(actor_id, key):
     """Reads of an actor that does not exist write nothing; a call then creates exactly
@@ -397,7 +398,7 @@ def test_any_valid_actor_id_reads_as_absent_and_round_trips(actor_id, key):
 
 
 # -- arguments -----------------------------------------------------------------------------------
-@examples(200)
+@examples(400)
 @given(value=bad_json)
 def test_bad_arguments_are_refused_by_sync_calls_and_enqueue(value):
     seen("test_bad_arguments_are_refused_by_sync_calls_and_enqueue", value)
@@ -408,7 +409,7 @@ def test_bad_arguments_are_refused_by_sync_calls_and_enqueue(value):
     refused(lambda: ref.enqueue(idempotency_key="bad-arguments").refuse(details=value))
 
 
-@examples(60)
+@examples(100)
 @given(
     args=st.lists(good_leaves, min_size=2, max_size=3),
     names=st.lists(short_text.filter(lambda name: name != "value"), min_size=1, max_size=2),
@@ -424,7 +425,7 @@ def test_arguments_that_do_not_match_the_operation_are_refused(args, names):
 
 
 # -- sync(...) and enqueue(...) options ------------------------------------------------------------
-@examples(150)
+@examples(300)
 @given(timeout=bad_timeouts, key=bad_identifiers)
 def test_bad_sync_options_are_refused(timeout, key):
     seen("test_bad_sync_options_are_refused", timeout, key)
@@ -435,7 +436,7 @@ def test_bad_sync_options_are_refused(timeout, key):
     refused(lambda: ref.sync(timeout=1.0, idempotency_key=key))
 
 
-@examples(25)
+@examples(30)
 @given(
     timeout=st.floats(min_value=1.0, allow_nan=False) | st.integers(min_value=1) | st.just(math.inf)
 )
@@ -446,7 +447,7 @@ def test_any_positive_sync_timeout_works(timeout):
     assert Echo.ref("timeouts").sync(timeout=timeout).echo("in time") == "in time"
 
 
-@examples(150)
+@examples(300)
 @given(available_at=bad_moments, key=bad_identifiers)
 def test_bad_enqueue_options_are_refused(available_at, key):
     seen("test_bad_enqueue_options_are_refused", available_at, key)
@@ -456,7 +457,7 @@ def test_bad_enqueue_options_are_refused(available_at, key):
     refused(lambda: ref.enqueue(idempotency_key=key).echo(1))
 
 
-@examples(40)
+@examples(60)
 @given(available_at=st.datetimes(timezones=st.timezones()).filter(lambda m: _in_utc_range(m)))
 def test_any_aware_available_at_is_stored_as_given(available_at):
     seen("test_any_aware_available_at_is_stored_as_given", available_at)
@@ -474,14 +475,14 @@ def _in_utc_range(moment: datetime) -> bool:
 
 
 # -- find_message, result(timeout=) ----------------------------------------------------------------
-@examples(150)
+@examples(300)
 @given(key=bad_identifiers)
 def test_bad_keys_are_refused_by_find_message(key):
     seen("test_bad_keys_are_refused_by_find_message", key)
     refused(lambda: Echo.ref("keys").find_message(key))
 
 
-@examples(100)
+@examples(150)
 @given(timeout=unconvertible_timeouts | st.floats(max_value=0.0) | st.integers(max_value=0))
 def test_result_timeouts(timeout):
     """``result(timeout=)``: NaN and non-numbers are refused; zero or less does not wait
@@ -538,7 +539,7 @@ bad_recipes = st.sampled_from(sorted(BAD_VALUES)).flatmap(_bad_recipe)
 TURN_OUTPUTS = ["return_built", "keep_built", "refuse_built", "emit_built", "send_built"]
 
 
-@examples(40)
+@examples(60)
 @given(operation=st.sampled_from(TURN_OUTPUTS), recipe=bad_recipes)
 def test_a_turn_whose_output_cannot_be_stored_fails_at_once(operation, recipe):
     """Results, state, rejection details, effect and actor-message arguments: the turn fails
@@ -562,7 +563,7 @@ def test_a_turn_whose_output_cannot_be_stored_fails_at_once(operation, recipe):
     assert ref.echo("next") == "next"
 
 
-@examples(30)
+@examples(40)
 @given(delay=st.one_of(bad_recipes, st.sampled_from([1e12, -1e12, 10**30]), short_text))
 def test_a_reminder_with_a_bad_delay_fails_the_turn_at_once(delay):
     seen("test_a_reminder_with_a_bad_delay_fails_the_turn_at_once", delay)
@@ -572,6 +573,32 @@ def test_a_reminder_with_a_bad_delay_fails_the_turn_at_once(delay):
     assert caught.value.error["class"] == "solid_objects.errors.InvalidPayload"
     assert DeadLetter.objects.get(message_id=caught.value.message_id).attempts == 1
     assert ref.echo(1) == 1
+
+
+rejection_codes = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]*", fullmatch=True) | short_text
+
+
+@examples(80)
+@given(code=rejection_codes, details=good_json)
+def test_rejection_codes_raised_by_handlers(code, details):
+    """A valid code reaches the caller as raised; any other string fails the turn at once
+    (``InvalidRejectionCode``), through ``reject()`` or a ``Rejected`` raised directly."""
+    seen("test_rejection_codes_raised_by_handlers", code, details)
+    ref = Echo.ref(fresh_id("codes"))
+    if REJECTION_CODE.match(code):
+        with pytest.raises(Rejected) as caught:
+            ref.raise_rejected(code)
+        assert caught.value.code == code
+        with pytest.raises(Rejected) as caught:
+            ref.refuse_with(code, details)
+        assert (caught.value.code, caught.value.message) == (code, "generated")
+        assert_same(caught.value.details, details)
+        return
+    for call in (lambda: ref.raise_rejected(code), lambda: ref.refuse_with(code, details)):
+        with pytest.raises(MessageFailed) as failed:
+            call()
+        assert failed.value.error["class"] == "solid_objects.errors.InvalidRejectionCode"
+        assert DeadLetter.objects.get(message_id=failed.value.message_id).attempts == 1
 
 
 # -- valid values come back exactly ----------------------------------------------------------------
@@ -599,19 +626,19 @@ def round_trip(test: str, value: Any) -> None:
     assert_same(caught.value.details, value)
 
 
-@examples(60)
+@examples(100)
 @given(value=good_json)
 def test_valid_values_come_back_equal_and_of_the_same_type(value):
     round_trip("test_valid_values_come_back_equal_and_of_the_same_type", value)
 
 
-@examples(12)
+@examples(20)
 @given(value=deep_json())
 def test_values_nested_at_the_database_limit_come_back_exactly(value):
     round_trip("test_values_nested_at_the_database_limit_come_back_exactly", value)
 
 
-@examples(30)
+@examples(50)
 @given(value=good_floats | st.just(-0.0))
 def test_identical_retries_of_any_float_never_conflict(value):
     """jsonb normalises numbers; the retry is compared decoded, type for type."""

@@ -13,10 +13,13 @@ never succeed, or gave the sync caller a raw ``UnicodeEncodeError``/``ValueError
 from __future__ import annotations
 
 import pytest
+from django.db import connection
 
-from solid_objects import MessageFailed
+from solid_objects import MessageFailed, StateMigrationError
+from solid_objects.db.vendors import dialect_for
 from solid_objects.models import ClaimedMessage, DeadLetter, Instance, Message, Process
-from tests.testapp.actors.inputs import Echo, Shown
+from tests.factories import InstanceFactory
+from tests.testapp.actors.inputs import BadMigration, Echo, Shown
 
 from .helpers import membership, wait_until
 
@@ -133,3 +136,27 @@ def test_a_worker_records_each_such_turn_at_once_and_keeps_going(workers):
     assert proc.poll() is None, workers.log(proc)
     assert "crashed" not in workers.log(proc), workers.log(proc)
     assert Process.objects.filter(pid=proc.pid, shutdown_state="running").exists()
+
+
+def test_a_migrated_state_that_cannot_be_stored_refuses_the_activation_cleanly():
+    """Like any failed migration: ``StateMigrationError``, the message goes back to the
+    mailbox uncounted and the lease is released (before, the encoder's error escaped with the
+    lease and the claim held until they expired)."""
+    instance = InstanceFactory(actor_type="tests.inputs.bad_migration", actor_id="old")
+    dialect = dialect_for(connection)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {dialect.t_instances} SET state = {dialect.json}, state_version = 1 "
+            "WHERE id = %s",
+            ['{"recipe": {"__bad__": "surrogate"}}', instance.id],
+        )
+    ref = BadMigration.ref("old")
+    with pytest.raises(StateMigrationError):
+        ref.sync(timeout=10).bump()
+    message = Message.objects.get(instance_id=instance.id)
+    assert membership(message.id) == "ready"
+    assert message.attempt_count == 0
+    instance.refresh_from_db()
+    assert instance.activation_token is None
+    assert instance.state_version == 1
+    assert not ClaimedMessage.objects.exists()

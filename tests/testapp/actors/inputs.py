@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from solid_objects import Actor, Rejected, attribute, observable, query
+from solid_objects import Actor, Rejected, attribute, migrate_state, observable, query
 
 
 def _nested(levels: int) -> Any:
@@ -76,6 +76,9 @@ class Echo(Actor):
     def refuse(self, details: Any = None) -> None:
         self.reject("refused", "refused on purpose", details=details)
 
+    def refuse_with(self, code: str, details: Any) -> None:
+        self.reject(code, "generated", details=details)
+
     def return_built(self, recipe: Any) -> Any:
         return build(recipe)
 
@@ -121,3 +124,20 @@ class Shown(Actor):
     @observable(broadcast="value")
     def shown(self) -> Any:
         return build(self.recipe)
+
+
+class BadMigration(Actor):
+    """A state migration whose output cannot be stored when the old state asks for it."""
+
+    actor_type = "tests.inputs.bad_migration"
+    state_version = 2
+
+    hits = attribute(default=0)
+
+    def bump(self) -> int:
+        self.hits = self.hits + 1
+        return self.hits
+
+    @migrate_state(1, 2)
+    def upgrade(state: dict[str, Any]) -> dict[str, Any]:
+        return {**state, "upgraded": build(state.get("recipe"))}
