@@ -506,29 +506,6 @@ def test_mysql_without_returning_replays_an_ambiguous_bulk_row_by_row(monkeypatc
 
 
 @pytest.mark.django_db
-@pytest.mark.db_vendor("mysql")
-@pytest.mark.parametrize("compound", [True, False], ids=["compound", "stepwise"])
-def test_mysql_refuses_a_value_insert_ignore_would_coerce(monkeypatch: Any, compound: bool) -> None:
-    """IGNORE turns a data error into a warning and stores a coerced value: any warning
-    but a duplicate undoes the row and raises (a draft that skipped validation here)."""
-    import dataclasses
-
-    from tilttek_activity.db import backend_for
-    from tilttek_activity.db.mysql import MySQLBackend
-    from tilttek_activity.validation import validate_activity
-
-    monkeypatch.setattr(MySQLBackend, "compound", property(lambda self: compound))
-    now = datetime.now(UTC).replace(microsecond=0)
-    fine = validate_activity("auth.user:1", "order.placed", now=now, max_future=None)
-    too_long = dataclasses.replace(fine, verb="v" * 200)
-    with pytest.raises(InvalidActivity) as caught:
-        backend_for(connection.alias).insert_once([too_long])
-    assert caught.value.field == "verb"
-    assert rows(fine.idempotency_key) == 0
-    assert backend_for(connection.alias).insert_once([fine]).created
-
-
-@pytest.mark.django_db
 def test_a_trailing_space_makes_another_key() -> None:
     """On MySQL/MariaDB a PAD SPACE collation made ``"k "`` the same key as ``"k"``: the
     same payload came back as a duplicate of ``"k"`` and another payload raised."""

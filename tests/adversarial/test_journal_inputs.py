@@ -440,8 +440,8 @@ bad_contexts = st.one_of(
 bad_references = st.one_of(
     bad_identifier(REFERENCE_LENGTH, prefix="k:"),
     st.text(st.characters(exclude_characters=":"), max_size=10),  # no colon (or empty)
-    st.text(ident_chars, max_size=5).map(lambda text: ":" + text),
-    st.text(ident_chars, max_size=5).map(lambda text: text + ":"),
+    st.text(ident_chars, max_size=5).map(lambda text: ":" + text),  # no kind
+    reference_kinds.map(lambda text: text + ":"),  # no identifier
 )
 bad_verbs = st.one_of(
     bad_identifier(VERB_LENGTH),

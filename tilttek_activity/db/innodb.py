@@ -40,10 +40,14 @@ What we do instead
        a time, and the others wait for the mutex: at most one transaction ever waits on a
        given uncommitted entry.
 
-    On MariaDB the five steps travel as one compound statement (``BEGIN NOT ATOMIC``), so a
-    new entry, a duplicate and a bulk chunk each cost one round trip, and an error inside it
-    releases the mutexes before it is raised. MySQL has no compound statements outside
-    stored programs: there the same steps are separate statements.
+    On MariaDB the five steps travel as one compound statement (``BEGIN NOT ATOMIC``) whose
+    only parameter is the chunk as a JSON document, read with ``JSON_TABLE`` (set-based:
+    its cost grows with the rows, not with their square), so a new entry, a duplicate and a
+    bulk chunk each cost one round trip, and an error inside it releases the mutexes before
+    it is raised. Every join starts from the document (``STRAIGHT_JOIN``) and reaches the
+    journal through its unique index, so the locking read locks exactly the chunk's keys.
+    MySQL has no compound statements outside stored programs: there the same steps are
+    separate statements.
 
 What remains
     A real cross-key deadlock of the application (T1 writes K1 then K2 while T2 writes K2 then
@@ -57,6 +61,7 @@ What remains
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -64,15 +69,10 @@ from ..limits import ENTRY_TABLE
 from ..records import COLUMNS
 from ..validation import Draft
 
-__all__ = ["ABSENT", "CREATED", "FOUND", "LOCKED", "LOST", "SEEN", "compound_write", "lock_name"]
+__all__ = ["LOCK_PREFIX", "compound_write", "lock_name"]
 
 LOCK_PREFIX = "tilttek_activity:"
-
-#: What became of one draft: still ``ABSENT`` (its mutex timed out), ``CREATED`` by this
-#: statement, or kept: ``SEEN`` by a plain read, ``LOCKED`` by the locking read of step 3, or
-#: ``LOST`` to a writer that does not take the mutex (its duplicate warning).
-ABSENT, CREATED, SEEN, LOCKED, LOST = 0, 1, 2, 3, 4
-FOUND = (SEEN, LOCKED, LOST)
+DUPLICATE_KEY = 1062
 
 
 def lock_name(database: str, kind: str, key: str) -> str:
@@ -83,131 +83,223 @@ def lock_name(database: str, kind: str, key: str) -> str:
 
 
 def compound_write(
-    drafts: Sequence[Draft], names: Sequence[str], row_params: Sequence[Sequence[Any]]
+    drafts: Sequence[Draft],
+    names: Sequence[str],
+    row_params: Sequence[Sequence[Any]],
+    collation: str,
 ) -> tuple[str, list[Any]]:
     """The MariaDB compound statement writing ``drafts`` once (steps 1-5 above), and its
-    parameters. ``names`` are the drafts' lock names, ``row_params`` their insert values.
+    one parameter. ``names`` are the drafts' lock names, ``row_params`` their insert values
+    (``insert_columns`` order), ``collation`` the one of ``idempotency_key``.
 
-    Its result set has one row per draft, in draft order: ``ord, outcome, position,
-    got_locks, warning_code, warning_message``, then the kept row's columns in ``COLUMNS``
-    order (NULL unless ``outcome`` is one of :data:`FOUND`). ``got_locks`` is 1 when every
-    mutex needed was acquired, 0 on a timeout, NULL when none was needed (or ``GET_LOCK``
-    failed). A warning code means the insert was refused and undone.
+    It returns one or two result sets: the rows it wrote (``written_position, kind,
+    idempotency_key``; only when it inserted several), then one row per draft, in draft
+    order: ``got_locks, locked, warning_code, warning_message, ord, written_position`` (the
+    row it wrote, for one draft) and the draft's stored row in ``COLUMNS`` order (NULL when
+    there is none or it was just written). ``got_locks`` is 1 when every mutex needed
+    was acquired, 0 on a timeout, NULL when none was needed (or ``GET_LOCK`` failed). A
+    warning code means IGNORE downgraded an error: the caller must delete what was written.
+
+    One draft (``record_activity``, ``cancel_activity``) gets a shorter statement with
+    scalar variables; more get the set-based one.
     """
-    return _Compound(drafts, names).render(row_params)
+    if len(drafts) == 1:
+        draft, params = drafts[0], list(row_params[0])
+        identity = [draft.idempotency_key, draft.kind]
+        return _render_one(), [*identity, names[0], *identity, *identity, *params, *identity]
+    document = json.dumps(
+        [
+            [index, name, *params]
+            for index, (name, params) in enumerate(zip(names, row_params, strict=True))
+        ],
+        ensure_ascii=False,
+        separators=(",", ":"),
+        default=str,
+    )
+    return _render(collation), [document]
 
 
 def _q(name: str) -> str:
     return f"`{name}`"
 
 
-class _Compound:
-    """Renders the statement; placeholders are added in the order they appear."""
+def _render_one() -> str:
+    """The same protocol for one draft, with scalar variables. Parameters: key, kind (plain
+    read), lock name, key, kind (read again, only after waiting for the mutex), key, kind
+    (locking read), the insert values, key, kind (the row of a writer without the mutex,
+    when the insert lost to it)."""
+    table = _q(ENTRY_TABLE)
+    cols = [_q(c) for c in COLUMNS]
+    position, kind, key = cols[0], cols[1], cols[2]
+    where = f"{key} = %s AND {kind} = %s"
+    values = ", ".join(["%s"] * (len(cols) - 1))
+    status = "SELECT v_got, v_locked, v_code, v_message, 0, IF(v_rows = 1, v_kept, NULL)"
+    answer = (
+        f"{status}, {', '.join('e.' + c for c in cols)} "
+        f"FROM (SELECT 1) AS d LEFT JOIN {table} AS e ON e.{position} = v_kept"
+    )
+    return "\n".join(
+        [
+            "/* tilttek_activity: write once */ BEGIN NOT ATOMIC",
+            "DECLARE v_kept BIGINT DEFAULT NULL;",
+            "DECLARE v_got INT DEFAULT NULL;",
+            "DECLARE v_waited INT DEFAULT 0;",
+            "DECLARE v_locked INT DEFAULT 0;",
+            "DECLARE v_rows INT DEFAULT 0;",
+            "DECLARE v_count INT DEFAULT 0;",
+            "DECLARE v_code INT DEFAULT NULL;",
+            "DECLARE v_message TEXT DEFAULT NULL;",
+            "DECLARE v_name VARCHAR(64) CHARACTER SET ascii DEFAULT NULL;",
+            "DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN "
+            "IF v_name IS NOT NULL THEN DO RELEASE_LOCK(v_name); END IF; RESIGNAL; END;",
+            "DECLARE CONTINUE HANDLER FOR NOT FOUND BEGIN END;",
+            # 1. plain read
+            f"SELECT {position} INTO v_kept FROM {table} WHERE {where};",
+            "SET v_name = %s;",
+            "IF v_kept IS NULL THEN",
+            # 2. the mutex: at once when free, else waiting
+            "SET v_got = GET_LOCK(v_name, 0);",
+            "IF v_got = 0 THEN",
+            "SET v_waited = 1, v_got = GET_LOCK(v_name, @@innodb_lock_wait_timeout);",
+            "END IF;",
+            "IF v_got = 1 THEN",
+            # 3. read again if another writer held the mutex (it may have committed the key),
+            #    then wait for a concurrent writer's uncommitted row, if any
+            "IF v_waited = 1 THEN",
+            f"SELECT {position} INTO v_kept FROM {table} WHERE {where};",
+            "END IF;",
+            "IF v_kept IS NULL THEN",
+            f"SELECT {position} INTO v_kept FROM {table} WHERE {where} FOR UPDATE;",
+            "IF v_kept IS NOT NULL THEN SET v_locked = 1; END IF;",
+            "END IF;",
+            # 4. insert if still absent
+            "IF v_kept IS NULL THEN",
+            f"INSERT IGNORE INTO {table} ({', '.join(cols[1:])}) VALUES ({values});",
+            "GET DIAGNOSTICS v_count = NUMBER, v_rows = ROW_COUNT;",
+            "IF v_rows = 1 THEN SET v_kept = LAST_INSERT_ID(); END IF;",
+            "IF v_rows = 1 AND v_count > 0 THEN",
+            "GET DIAGNOSTICS CONDITION 1 v_code = MYSQL_ERRNO, v_message = MESSAGE_TEXT;",
+            "END IF;",
+            "IF v_rows = 0 THEN",  # lost to a writer without the mutex
+            f"SELECT {position} INTO v_kept FROM {table} WHERE {where} LOCK IN SHARE MODE;",
+            "SET v_locked = 1;",
+            "END IF;",
+            "END IF;",
+            "END IF;",
+            # 5. release
+            "DO RELEASE_LOCK(v_name);",
+            "END IF;",
+            # The answer (nothing to read for a written row). A row found by a locking read
+            # may be newer than a REPEATABLE READ snapshot: read it the same way.
+            f"IF v_rows = 1 THEN {status}, {', '.join(['NULL'] * len(cols))};",
+            f"ELSEIF v_locked = 1 THEN {answer} LOCK IN SHARE MODE;",
+            f"ELSE {answer}; END IF;",
+            "END",
+        ]
+    )
 
-    def __init__(self, drafts: Sequence[Draft], names: Sequence[str]) -> None:
-        self.drafts = drafts
-        self.names = names
-        self.lines: list[str] = []
-        self.params: list[Any] = []
-        self.table = _q(ENTRY_TABLE)
-        self.cols = [_q(c) for c in COLUMNS]
 
-    def add(self, line: str, *params: Any) -> None:
-        self.lines.append(line)
-        self.params.extend(params)
-
-    def where(self, i: int) -> str:
-        draft = self.drafts[i]
-        self.params.extend([draft.idempotency_key, draft.kind])
-        return f"{self.cols[2]} = %s AND {self.cols[1]} = %s"
-
-    def read(self, i: int, outcome: int, suffix: str = "") -> None:
-        self.lines.append(
-            f"SELECT {self.cols[0]} INTO p{i} FROM {self.table} WHERE {self.where(i)}{suffix};"
+def _render(collation: str) -> str:
+    table = _q(ENTRY_TABLE)
+    cols = [_q(c) for c in COLUMNS]
+    position, kind, key = cols[0], cols[1], cols[2]
+    # The document: [ord, lock name, kind, key, member, verb, object, quantity, context,
+    # occurred_at, recorded_at] per draft. ``kind`` is ASCII so that it compares in the
+    # column's own collation; ``key`` is declared in the key column's.
+    drafts = (
+        "JSON_TABLE(v_doc, '$[*]' COLUMNS("
+        "ord INT PATH '$[0]', name VARCHAR(64) CHARACTER SET ascii PATH '$[1]', "
+        "kind VARCHAR(16) CHARACTER SET ascii PATH '$[2]', "
+        f"k VARCHAR(255) CHARACTER SET utf8mb4 COLLATE {collation} PATH '$[3]', "
+        "member VARCHAR(320) CHARACTER SET utf8mb4 PATH '$[4]', "
+        "verb VARCHAR(128) CHARACTER SET utf8mb4 PATH '$[5]', "
+        "object VARCHAR(320) CHARACTER SET utf8mb4 PATH '$[6]', "
+        "quantity INT PATH '$[7]', context LONGTEXT CHARACTER SET utf8mb4 PATH '$[8]', "
+        "occurred_at VARCHAR(32) CHARACTER SET ascii PATH '$[9]', "
+        "recorded_at VARCHAR(32) CHARACTER SET ascii PATH '$[10]')) AS d"
+    )
+    same = f"e.{key} = d.k AND e.{kind} = d.kind"
+    # Drafts whose key a plain (consistent, non-locking) read does not show.
+    unseen = f"{drafts} LEFT JOIN {table} AS e ON {same} WHERE e.{position} IS NULL"
+    # v_unseen: one character per draft, "1" where the second plain read did not show it.
+    chosen = "SUBSTRING(v_unseen, d.ord + 1, 1) = '1'"
+    release = f"SELECT COUNT(RELEASE_LOCK(d.name)) INTO v_e FROM {drafts};"
+    values = ", ".join(
+        "d." + name
+        for name in (
+            "kind",
+            "k",
+            "member",
+            "verb",
+            "object",
+            "quantity",
+            "context",
+            "occurred_at",
+            "recorded_at",
         )
-        self.add(f"IF p{i} IS NOT NULL THEN SET o{i} = {outcome}; END IF;")
-
-    def render(self, row_params: Sequence[Sequence[Any]]) -> tuple[str, list[Any]]:
-        n = len(self.drafts)
-        everyone = range(n)
-        release = "DO " + ", ".join("RELEASE_LOCK(%s)" for _ in everyone) + ";"
-        add = self.add
-        # The comment names the statement in logs and keeps it from reading as a "BEGIN".
-        add("/* tilttek_activity: write once */ BEGIN NOT ATOMIC")
-        add("DECLARE v_got INT DEFAULT NULL;")
-        add("DECLARE v_timeout INT DEFAULT @@innodb_lock_wait_timeout;")
-        add("DECLARE v_count INT DEFAULT 0;")
-        add("DECLARE v_rows INT DEFAULT 0;")
-        add("DECLARE v_code INT DEFAULT NULL;")
-        add("DECLARE v_message TEXT DEFAULT NULL;")
-        for i in everyone:
-            add(f"DECLARE p{i} BIGINT DEFAULT NULL;")
-            add(f"DECLARE o{i} TINYINT DEFAULT {ABSENT};")
-        # An error anywhere (a lock wait timeout, a lost connection...): release the
-        # mutexes, then raise it unchanged. RELEASE_LOCK of a name not held is a no-op.
-        add(f"DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN {release} RESIGNAL; END;", *self.names)
-        add("DECLARE CONTINUE HANDLER FOR NOT FOUND BEGIN END;")  # SELECT INTO no row
-        # 1. plain reads
-        for i in everyone:
-            self.read(i, SEEN)
-        add(f"IF {' OR '.join(f'p{i} IS NULL' for i in everyone)} THEN")
-        # 2. the mutexes of the keys not seen, in name order
-        add("SET v_got = 1;")
-        for i in sorted(everyone, key=lambda i: self.names[i]):
-            add(
-                f"IF v_got = 1 AND p{i} IS NULL THEN SET v_got = GET_LOCK(%s, v_timeout); END IF;",
-                self.names[i],
-            )
-        add("IF v_got = 1 THEN")
-        add("writing: BEGIN")
-        for i in everyone:
-            add(f"IF p{i} IS NULL THEN")
-            # 3. read again (committed while we waited?), then wait for a concurrent
-            #    writer's uncommitted row, if any, with an exclusive record lock
-            self.read(i, SEEN)
-            add(f"IF p{i} IS NULL THEN")
-            self.read(i, LOCKED, " FOR UPDATE")
-            add("END IF;")
-            # 4. insert what is still absent
-            add(f"IF p{i} IS NULL THEN")
-            marks = ", ".join(["%s"] * len(row_params[i]))
-            add(
-                f"INSERT IGNORE INTO {self.table} ({', '.join(self.cols[1:])}) VALUES ({marks});",
-                *row_params[i],
-            )
-            add("GET DIAGNOSTICS v_count = NUMBER, v_rows = ROW_COUNT;")
-            add(f"IF v_rows = 1 THEN SET p{i} = LAST_INSERT_ID(), o{i} = {CREATED};")
-            add(f"ELSE SET o{i} = {LOST}; END IF;")
-            add("IF v_count > 0 AND v_rows = 1 THEN")
-            add("GET DIAGNOSTICS CONDITION 1 v_code = MYSQL_ERRNO, v_message = MESSAGE_TEXT;")
-            add("LEAVE writing;")
-            add("END IF;")
-            add("END IF;")
-            add("END IF;")
-        add("END writing;")
-        add("END IF;")
-        # 5. release
-        add(release, *self.names)
-        add("END IF;")
-        # A refused value (IGNORE turned an error into a warning): undo what was written.
-        written = ", ".join(f"IF(o{i} = {CREATED}, p{i}, NULL)" for i in everyone)
-        add("IF v_code IS NOT NULL THEN")
-        add(f"DELETE FROM {self.table} WHERE {self.cols[0]} IN ({written});")
-        add("END IF;")
-        # The answer: one row per draft, with the kept row when one was found.
-        outcomes = " UNION ALL ".join(
-            f"SELECT {i} AS ord, o{i} AS outcome, p{i} AS pos" for i in everyone
-        )
-        found = ", ".join(str(outcome) for outcome in FOUND)
-        answer = (
-            "SELECT d.ord, d.outcome, d.pos, v_got, v_code, v_message, "
-            f"{', '.join('e.' + c for c in self.cols)} "
-            f"FROM ({outcomes}) AS d LEFT JOIN {self.table} AS e "
-            f"ON e.{self.cols[0]} = d.pos AND d.outcome IN ({found}) ORDER BY d.ord"
-        )
-        # A row found by a locking read may be newer than a REPEATABLE READ snapshot: read it
-        # the same way (this transaction already holds its lock, so this does not wait).
-        by_lock = " OR ".join(f"o{i} IN ({LOCKED}, {LOST})" for i in everyone)
-        add(f"IF {by_lock} THEN {answer} LOCK IN SHARE MODE; ELSE {answer}; END IF;")
-        add("END")
-        return "\n".join(self.lines), self.params
+    )
+    answer = (
+        f"SELECT STRAIGHT_JOIN v_got, v_locked, v_code, v_message, d.ord, NULL, "
+        f"{', '.join('e.' + c for c in cols)} "
+        f"FROM {drafts} LEFT JOIN {table} AS e ON {same} ORDER BY d.ord"
+    )
+    return "\n".join(
+        [
+            "/* tilttek_activity: write once */ BEGIN NOT ATOMIC",
+            "DECLARE v_doc LONGTEXT CHARACTER SET utf8mb4 DEFAULT %s;",
+            "DECLARE v_timeout INT DEFAULT @@innodb_lock_wait_timeout;",
+            "DECLARE v_got INT DEFAULT NULL;",
+            "DECLARE v_name VARCHAR(64) CHARACTER SET ascii DEFAULT NULL;",
+            "DECLARE v_end INT DEFAULT 0;",
+            "DECLARE v_locked INT DEFAULT 0;",
+            "DECLARE v_count INT DEFAULT 0;",
+            "DECLARE v_i INT DEFAULT 1;",
+            "DECLARE v_e INT DEFAULT NULL;",
+            "DECLARE v_m TEXT DEFAULT NULL;",
+            "DECLARE v_code INT DEFAULT NULL;",
+            "DECLARE v_message TEXT DEFAULT NULL;",
+            "DECLARE v_unseen LONGTEXT DEFAULT NULL;",
+            f"DECLARE unseen_names CURSOR FOR SELECT STRAIGHT_JOIN d.name FROM {unseen} "
+            "ORDER BY d.name;",
+            # An error anywhere (a lock wait timeout, a lost connection...): release the
+            # mutexes, then raise it unchanged. RELEASE_LOCK of a name not held is a no-op.
+            f"DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN {release} RESIGNAL; END;",
+            "DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_end = 1;",
+            # 1-2. the mutexes of the keys a plain read does not show, in name order
+            "OPEN unseen_names;",
+            "locking: LOOP",
+            "FETCH unseen_names INTO v_name;",
+            "IF v_end = 1 THEN LEAVE locking; END IF;",
+            "SET v_got = GET_LOCK(v_name, v_timeout);",
+            "IF v_got IS NULL OR v_got <> 1 THEN LEAVE locking; END IF;",
+            "END LOOP;",
+            "CLOSE unseen_names;",
+            "IF v_got = 1 THEN",
+            # 3. read again (committed while we waited for a mutex?), then wait for a
+            #    concurrent writer's uncommitted rows with exclusive record locks
+            f"SELECT STRAIGHT_JOIN GROUP_CONCAT(IF(e.{position} IS NULL, '1', '0') "
+            f"ORDER BY d.ord SEPARATOR '') INTO v_unseen FROM {drafts} "
+            f"LEFT JOIN {table} AS e ON {same};",
+            "IF INSTR(v_unseen, '1') > 0 THEN",
+            f"SELECT STRAIGHT_JOIN COUNT(*) INTO v_locked FROM {drafts} "
+            f"JOIN {table} AS e ON {same} WHERE {chosen} FOR UPDATE;",
+            # 4. insert what is still absent, in draft order
+            f"INSERT IGNORE INTO {table} ({', '.join(cols[1:])}) "
+            f"SELECT STRAIGHT_JOIN {values} FROM {unseen} AND {chosen} ORDER BY d.ord "
+            f"RETURNING {position} AS written_position, {kind}, {key};",
+            "GET DIAGNOSTICS v_count = NUMBER;",
+            "WHILE v_i <= v_count AND v_code IS NULL DO",
+            "GET DIAGNOSTICS CONDITION v_i v_e = MYSQL_ERRNO, v_m = MESSAGE_TEXT;",
+            f"IF v_e <> {DUPLICATE_KEY} THEN SET v_code = v_e, v_message = v_m; END IF;",
+            "SET v_i = v_i + 1;",
+            "END WHILE;",
+            "END IF;",
+            "END IF;",
+            # 5. release
+            release,
+            # The answer. A row found by the locking read may be newer than a REPEATABLE
+            # READ snapshot: then read the same way (this transaction holds those locks).
+            f"IF v_locked > 0 THEN {answer} LOCK IN SHARE MODE; ELSE {answer}; END IF;",
+            "END",
+        ]
+    )

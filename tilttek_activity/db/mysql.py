@@ -46,6 +46,7 @@ from typing import Any, ClassVar
 from django.db import DatabaseError, OperationalError, transaction
 
 from ..errors import ActivityError, InvalidActivity
+from ..fields import binary_collation
 from ..validation import Draft
 from .base import (
     Backend,
@@ -56,7 +57,7 @@ from .base import (
     Row,
     TransactionEvidence,
 )
-from .innodb import CREATED, FOUND, compound_write, lock_name
+from .innodb import compound_write, lock_name
 
 logger = logging.getLogger("tilttek_activity")
 
@@ -91,6 +92,21 @@ def _refused(level: str, code: int, message: str) -> InvalidActivity:
         match.group(1) if match else "entry",
         f"the database refused the value ({level} {code}: {message})",
     )
+
+
+def _compound_results(cursor: Any) -> tuple[dict[Identity, int], list[Row]]:
+    """The compound statement's result sets: the rows it wrote (a bulk ``RETURNING``), and
+    its answer, one row per draft."""
+    written: dict[Identity, int] = {}
+    answer: list[Row] = []
+    while True:
+        rows = list(cursor.fetchall())
+        if cursor.description and cursor.description[0][0] == "written_position":
+            written.update({(key, kind): position for position, kind, key in rows})
+        elif cursor.description:
+            answer = rows
+        if not cursor.nextset():
+            return written, answer
 
 
 def _lock_timeout(drafts: Sequence[Draft]) -> OperationalError:
@@ -143,23 +159,33 @@ class MySQLBackend(Backend):
 
     def _insert_compound(self, drafts: Sequence[Draft]) -> InsertOutcome:
         sql, params = compound_write(
-            drafts, self._lock_names(drafts), [self.draft_params(d) for d in drafts]
+            drafts,
+            self._lock_names(drafts),
+            [self.draft_params(d) for d in drafts],
+            binary_collation(self.connection) or "utf8mb4_bin",
         )
         with self.connection.cursor() as cursor:
             cursor.execute(sql, params)
-            rows = cursor.fetchall()
-        outcome = InsertOutcome()
+            written, answer = _compound_results(cursor)
+            written.update({drafts[row[4]].identity: row[5] for row in answer if row[5]})
+            if answer and answer[0][2] is not None:  # IGNORE downgraded an error
+                if written:
+                    marks = ", ".join(["%s"] * len(written))
+                    cursor.execute(
+                        f"DELETE FROM {self.entry_table} WHERE {self.columns[0]} IN ({marks})",
+                        list(written.values()),
+                    )
+                raise _refused("Warning", answer[0][2], answer[0][3])
+        outcome = InsertOutcome(created=written)
         waited = []
-        for index, result, position, _got, code, message, *row in rows:
-            draft = drafts[index]
-            if code is not None:
-                raise _refused("Warning", code, message)
-            if result == CREATED:
-                outcome.created[draft.identity] = position
-            elif result in FOUND:
-                outcome.kept[draft.identity] = row
-            else:
+        for row in answer:
+            draft, stored = drafts[row[4]], row[6:]
+            if draft.identity in written:
+                continue
+            if stored[0] is None:  # its mutex timed out
                 waited.append(draft)
+            else:
+                outcome.kept[draft.identity] = stored
         if waited:
             raise _lock_timeout(waited)
         return outcome
