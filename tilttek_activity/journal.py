@@ -114,7 +114,7 @@ def cancel_activity(
     moment, given = validate_occurred_at(occurred_at, now=now, max_future=settings.MAX_FUTURE)
     alias = database_alias(using)
     backend = backend_for(alias)
-    rows = backend.read_kept([(key, RECORDED)])
+    rows = backend.read_settled([(key, RECORDED)])
     if not rows:
         raise ActivityNotFound(key)
     recorded = decode_row(rows[(key, RECORDED)], backend.timezone)

@@ -27,7 +27,13 @@ from typing import Any
 import pytest
 from django.db import connection, connections, transaction
 
-from tilttek_activity import Recorded, record_activities, record_activity
+from tilttek_activity import (
+    ActivityNotFound,
+    Recorded,
+    cancel_activity,
+    record_activities,
+    record_activity,
+)
 from tilttek_activity.models import Entry
 
 #: Upper bound of any wait (the machine is shared and slow); events end waits early.
@@ -42,6 +48,8 @@ class Waiter:
     #: end its own transaction with a rollback (after recording K)
     rolls_back: bool = False
     session: Any = None
+    #: cancel_activity raised ActivityNotFound
+    not_found: bool = False
     recorded: Recorded | None = None
     before_key: str = ""
     after_key: str = ""
@@ -106,13 +114,19 @@ def payload(key: str) -> dict[str, Any]:
 
 
 def contend(
-    waiters: int, *, holder_commits: bool = False, bulk: bool = False, rollers: int = 0
+    waiters: int,
+    *,
+    holder_commits: bool = False,
+    bulk: bool = False,
+    rollers: int = 0,
+    cancel: bool = False,
 ) -> tuple[str, list[Waiter]]:
     """One round: a holder records K and keeps its transaction open, ``waiters`` threads
     record K inside their own transactions (each also writing a row of its own before and
-    after; with ``bulk`` all three in one ``record_activities`` call), the holder rolls back
-    (or commits) once every waiter is blocked. The first ``rollers`` waiters roll their own
-    transaction back too, so the writers queued behind them must go on after them."""
+    after; with ``bulk`` all three in one ``record_activities`` call; with ``cancel`` they
+    cancel K instead), the holder rolls back (or commits) once every waiter is blocked. The
+    first ``rollers`` waiters roll their own transaction back too, so the writers queued
+    behind them must go on after them."""
     # The waiters' own keys sort next to K in the unique index, the later ones in the gap
     # just before K: where InnoDB's gap locks on K would make those inserts deadlock.
     round_id = uuid.uuid4()
@@ -158,7 +172,13 @@ def contend(
                     waiter.recorded = results[1]
                 else:
                     record_activity(**before, idempotency_key=waiter.before_key)
-                    waiter.recorded = record_activity(**payload(key))
+                    if cancel:
+                        try:
+                            waiter.recorded = cancel_activity(key)
+                        except ActivityNotFound:
+                            waiter.not_found = True
+                    else:
+                        waiter.recorded = record_activity(**payload(key))
                     record_activity(**after, idempotency_key=waiter.after_key)
                 if waiter.rolls_back:
                     transaction.set_rollback(True)
@@ -248,6 +268,40 @@ def test_waiters_on_a_committed_writer_of_their_key_get_its_entry() -> None:
         problems.extend(
             f"round {number}: {p}" for p in check_round(key, contenders, holder_commits=True)
         )
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("holder_commits", [False, True], ids=["rolled-back", "committed"])
+def test_cancellers_waiting_on_an_uncommitted_recording_never_abort(holder_commits: bool) -> None:
+    """``cancel_activity(K)`` while K's recording is still uncommitted: on MySQL/MariaDB and
+    SQLite it waits for it, so when it rolls back every canceller gets ActivityNotFound and
+    when it commits exactly one writes the cancellation; on PostgreSQL a read does not wait
+    for an uncommitted row, so every canceller finds nothing recorded yet. Either way each
+    canceller's transaction goes on and commits its own writes (on MariaDB a shared-lock
+    wait there left gap locks that deadlocked them)."""
+    found = holder_commits and connection.vendor != "postgresql"
+    problems = []
+    for number in range(4):
+        key, contenders = contend(4, holder_commits=holder_commits, cancel=True)
+        for waiter in contenders:
+            if waiter.error is not None:
+                problems.append(
+                    f"{number}: {waiter.name}: {type(waiter.error).__name__}: {waiter.error}"
+                )
+                continue
+            if waiter.not_found == found:
+                problems.append(f"{number}: {waiter.name}: not_found={waiter.not_found}")
+            for own in (waiter.before_key, waiter.after_key):
+                if Entry.objects.filter(idempotency_key=own).count() != 1:
+                    problems.append(f"{number}: {waiter.name}: its own write {own!r} is lost")
+        kinds = sorted(Entry.objects.filter(idempotency_key=key).values_list("kind", flat=True))
+        recorded = ["recorded"] if holder_commits else []
+        if kinds != (["cancelled", *recorded] if found else recorded):
+            problems.append(f"{number}: {key!r} is stored as {kinds}")
+        created = [w for w in contenders if w.recorded is not None and w.recorded.created]
+        if len(created) != (1 if found else 0):
+            problems.append(f"{number}: {len(created)} cancellers report created=True")
     assert not problems, "\n".join(problems)
 
 

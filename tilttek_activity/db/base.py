@@ -140,6 +140,11 @@ class Backend:
             rows = cursor.fetchall()
         return {(row[2], row[1]): row for row in rows if (row[2], row[1]) in wanted}
 
+    def read_settled(self, identities: Iterable[Identity]) -> dict[Identity, Row]:
+        """The stored rows for these identities once no other open transaction is still
+        writing them (``cancel_activity`` reads the recorded entry this way)."""
+        return self.read_kept(identities)
+
     # -- reading ----------------------------------------------------------------------------
 
     def read_after(self, position: int, limit: int) -> list[Row]:

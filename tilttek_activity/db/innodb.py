@@ -40,13 +40,15 @@ What we do instead
        a time, and the others wait for the mutex: at most one transaction ever waits on a
        given uncommitted entry.
 
-    On MariaDB the five steps travel as one compound statement (``BEGIN NOT ATOMIC``) whose
-    only parameter is the chunk as a JSON document, read with ``JSON_TABLE`` (set-based:
-    its cost grows with the rows, not with their square), so a new entry, a duplicate and a
-    bulk chunk each cost one round trip, and an error inside it releases the mutexes before
-    it is raised. Every join starts from the document (``STRAIGHT_JOIN``) and reaches the
-    journal through its unique index, so the locking read locks exactly the chunk's keys.
-    MySQL has no compound statements outside stored programs: there the same steps are
+    On MariaDB the five steps travel as one compound statement (``BEGIN NOT ATOMIC``), so a
+    new entry, a duplicate and a bulk chunk each cost one round trip, and an error inside it
+    releases the mutexes before it is raised. One draft uses scalar variables, and re-reads
+    in step 3 only if it had to wait for the mutex (``GET_LOCK(name, 0)`` first). Several
+    (MariaDB 10.6+) travel as one JSON document read with ``JSON_TABLE``: set-based, so the
+    cost grows with the rows and not with their square; every join starts from the document
+    (``STRAIGHT_JOIN``) and reaches the journal through its unique index, so the locking
+    read locks exactly the chunk's keys. MySQL has no compound statements outside stored
+    programs (and MariaDB 10.5 no ``JSON_TABLE`` for bulk chunks): there the same steps are
     separate statements.
 
 What remains

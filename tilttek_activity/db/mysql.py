@@ -39,7 +39,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -147,9 +147,15 @@ class MySQLBackend(Backend):
         per step."""
         return bool(self.connection.mysql_is_mariadb)
 
+    @property
+    def json_table(self) -> bool:
+        """``JSON_TABLE`` (MariaDB 10.6+), which the compound statement of a bulk chunk reads
+        its drafts with."""
+        return self.connection.mysql_version >= (10, 6)
+
     def insert_once(self, drafts: Sequence[Draft]) -> InsertOutcome:
         """Write once without waiting on the unique index (see :mod:`.innodb`)."""
-        if self.compound:
+        if self.compound and (len(drafts) == 1 or self.json_table):
             return self._insert_compound(drafts)
         return self._insert_stepwise(drafts)
 
@@ -225,6 +231,17 @@ class MySQLBackend(Backend):
         calls = ", ".join("RELEASE_LOCK(%s)" for _ in names)
         with self.connection.cursor() as cursor:
             cursor.execute(f"DO {calls}", list(names))
+
+    def read_settled(self, identities: Iterable[Identity]) -> dict[Identity, Row]:
+        """A plain read, then a ``FOR UPDATE`` read of what it did not show (the wait of
+        :mod:`.innodb`): a shared-lock wait on a row whose writer rolls back would leave this
+        transaction a gap lock that makes later inserts deadlock."""
+        wanted = list(identities)
+        rows = self.read_kept(wanted, lock=False)
+        missing = [identity for identity in wanted if identity not in rows]
+        if missing:
+            rows.update(self._read_for_update(missing))
+        return rows
 
     def _read_for_update(self, identities: Sequence[Identity]) -> dict[Identity, Row]:
         """The rows of these identities, waiting for a concurrent writer's uncommitted row
