@@ -78,6 +78,8 @@ AIM_SHARE = 0.5
 #: An aimed cleanup never takes a process silent for less than this for dead (the workers
 #: heartbeat every 0.5 s).
 AIM_MIN_THRESHOLD = 1.0
+#: Unexpected worker exits reported with their log tail (the others by one line).
+LOGGED_EXITS = 3
 #: Seconds a new worker may take to register its process row.
 STARTUP_PATIENCE = 60.0
 #: Stored on every message at enqueue: kills alone must never exhaust a message's attempts.
@@ -290,6 +292,7 @@ class Soak:
         self.kill_schedule: list[tuple[float, int]] = []  # (seconds into the phase, pid)
         self.problems: list[str] = []  # the workers' own misbehaviour (exits, stops)
         self.started = 0
+        self.exits = 0  # workers that exited without being killed
         self.first_load = 0
         self.timings: dict[str, float] = {}
         self.cleaner = Cleaner(
@@ -383,10 +386,11 @@ class Soak:
         for proc in list(self.live):
             if proc.poll() is None:
                 continue
-            self.problems.append(
-                f"worker pid {proc.pid} exited by itself with code {proc.returncode}; "
-                f"log tail:\n{_tail(self.workers.log(proc))}"
-            )
+            self.exits += 1
+            line = f"worker pid {proc.pid} exited by itself with code {proc.returncode}"
+            if self.exits <= LOGGED_EXITS:  # a worker that cannot start would flood the report
+                line += f"; log tail:\n{_tail(self.workers.log(proc))}"
+            self.problems.append(line)
             self.live.remove(proc)
             self.live.append(self._start())
 
