@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db import models, transaction
+from django.db import DatabaseError, models, transaction
 
 from .conf import database_alias, get_settings
 from .db import backend_for
@@ -31,6 +31,9 @@ logger = logging.getLogger("tilttek_activity")
 ITEM_FIELDS = frozenset(
     {"member", "verb", "object", "quantity", "context", "occurred_at", "idempotency_key"}
 )
+#: Attempts of a ``record_activities`` that is its own transaction, when deadlocks keep
+#: choosing it.
+ALONE_ATTEMPTS = 5
 #: Columns per inserted row (plus one for the ordering column some backends send).
 PARAMS_PER_ROW = 10
 #: Data per multi-row statement, at most (estimated generously).
@@ -94,8 +97,21 @@ def record_activities(
     if not drafts:
         return []
     backend = backend_for(alias)
-    with transaction.atomic(using=alias):
-        return _write(backend, drafts, chunk=settings.BULK_BATCH_SIZE)
+    alone = backend.outside_transaction()
+    for attempt in range(1, ALONE_ATTEMPTS + 1):
+        try:
+            with transaction.atomic(using=alias):
+                backend.alone = alone
+                try:
+                    return _write(backend, drafts, chunk=settings.BULK_BATCH_SIZE)
+                finally:
+                    backend.alone = False
+        except DatabaseError as exc:
+            # Our own transaction, chosen as a deadlock victim: nothing else was in it.
+            if not alone or attempt == ALONE_ATTEMPTS or not backend.retryable(exc):
+                raise
+            logger.info("Retrying record_activities after a deadlock (%s)", exc)
+    raise AssertionError("unreachable")
 
 
 def cancel_activity(

@@ -134,6 +134,24 @@ class TestRecordActivity:
         assert len(duplicate) == DUPLICATE_STATEMENTS[vendor]  # autocommit: no BEGIN/COMMIT
 
 
+#: Outside any transaction MySQL/MariaDB send a bare INSERT IGNORE (a deadlock there loses
+#: nothing and is retried): a duplicate is then the insert, SHOW WARNINGS and the read.
+AUTOCOMMIT_DUPLICATE_STATEMENTS = {"postgresql": 2, "sqlite": 2, "mysql": 3}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_statement_counts_outside_a_transaction(vendor: str) -> None:
+    item = ActivityFactory()
+    with CaptureQueriesContext(connection) as new:
+        record_activity(**item)
+    with CaptureQueriesContext(connection) as duplicate:
+        record_activity(**item)
+    assert len(statements(new)) == 1, new.captured_queries
+    assert len(statements(duplicate)) == AUTOCOMMIT_DUPLICATE_STATEMENTS[vendor], (
+        duplicate.captured_queries
+    )
+
+
 INVALID = [
     ({"verb": "v" * 129}, "verb"),
     ({"verb": ""}, "verb"),

@@ -21,6 +21,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +51,8 @@ class Waiter:
     session: Any = None
     #: cancel_activity raised ActivityNotFound
     not_found: bool = False
+    #: writes outside any transaction
+    autocommit: bool = False
     recorded: Recorded | None = None
     before_key: str = ""
     after_key: str = ""
@@ -120,18 +123,24 @@ def contend(
     bulk: bool = False,
     rollers: int = 0,
     cancel: bool = False,
+    autocommit: int = 0,
 ) -> tuple[str, list[Waiter]]:
     """One round: a holder records K and keeps its transaction open, ``waiters`` threads
     record K inside their own transactions (each also writing a row of its own before and
     after; with ``bulk`` all three in one ``record_activities`` call; with ``cancel`` they
     cancel K instead), the holder rolls back (or commits) once every waiter is blocked. The
     first ``rollers`` waiters roll their own transaction back too, so the writers queued
-    behind them must go on after them."""
+    behind them must go on after them. The last ``autocommit`` waiters open no transaction:
+    each of their writes is its own (on MySQL/MariaDB a bare ``INSERT IGNORE`` whose
+    deadlocks are retried, since they lose nothing)."""
     # The waiters' own keys sort next to K in the unique index, the later ones in the gap
     # just before K: where InnoDB's gap locks on K would make those inserts deadlock.
     round_id = uuid.uuid4()
     key = f"race:{round_id}:k"
-    contenders = [Waiter(f"T{i + 2}", rolls_back=i < rollers) for i in range(waiters)]
+    contenders = [
+        Waiter(f"T{i + 2}", rolls_back=i < rollers, autocommit=i >= waiters - autocommit)
+        for i in range(waiters)
+    ]
     held = threading.Event()
     release = threading.Event()
     ready = threading.Barrier(waiters + 1, timeout=PATIENCE)
@@ -160,7 +169,7 @@ def contend(
             waiter.after_key = f"race:{round_id}:b:{waiter.name}"
             before = {"member": "tests.member:own", "verb": "race.before"}
             after = {"member": "tests.member:own", "verb": "race.after"}
-            with transaction.atomic():
+            with nullcontext() if waiter.autocommit else transaction.atomic():
                 if bulk:
                     results = record_activities(
                         [
@@ -244,8 +253,19 @@ def check_round(key: str, contenders: list[Waiter], *, holder_commits: bool = Fa
         (6, 6, {}),
         (4, 5, {"bulk": True}),
         (4, 5, {"rollers": 2}),
+        (4, 5, {"autocommit": 5}),
+        (4, 5, {"autocommit": 5, "bulk": True}),
+        (4, 6, {"autocommit": 3}),
     ],
-    ids=["pairs", "crowds", "bulk-writers", "waiters-rolling-back-too"],
+    ids=[
+        "pairs",
+        "crowds",
+        "bulk-writers",
+        "waiters-rolling-back-too",
+        "autocommit-writers",
+        "bulk-writers-outside-transactions",
+        "mixed",
+    ],
 )
 def test_waiters_on_a_rolled_back_writer_of_their_key_never_abort(
     rounds: int, waiters: int, options: dict[str, Any]

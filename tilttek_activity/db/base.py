@@ -114,6 +114,20 @@ class Backend:
 
     # -- writing ----------------------------------------------------------------------------
 
+    #: True while the transaction holds nothing but this library's own writes (the one
+    #: ``record_activities`` opens when called outside any transaction): a deadlock there
+    #: loses nothing of the caller's, so the whole write is retried (:meth:`retryable`).
+    alone: bool = False
+
+    def outside_transaction(self) -> bool:
+        """Whether each statement is its own transaction (autocommit, no atomic block)."""
+        return not self.connection.in_atomic_block and self.connection.get_autocommit()
+
+    def retryable(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is a deadlock, which a write that was alone in its transaction
+        may simply retry."""
+        return False
+
     def insert_once(self, drafts: Sequence[Draft]) -> InsertOutcome:
         """Insert every draft whose ``(idempotency_key, kind)`` is not there yet, without
         aborting the surrounding transaction. Drafts have distinct identities."""

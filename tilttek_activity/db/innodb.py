@@ -51,6 +51,13 @@ What we do instead
     programs (and MariaDB 10.5 no ``JSON_TABLE`` for bulk chunks): there the same steps are
     separate statements.
 
+Alone in a transaction
+    When the write *is* the whole transaction (autocommit, or the transaction
+    ``record_activities`` opens outside any caller's), a deadlock loses nothing but the
+    write itself, which is retried: there the plain ``INSERT IGNORE`` serves, as fast as a
+    raw insert (see :meth:`MySQLBackend._insert_alone <.mysql.MySQLBackend._insert_alone>`).
+    The protocol above is for writes inside a caller's transaction.
+
 What remains
     A real cross-key deadlock of the application (T1 writes K1 then K2 while T2 writes K2 then
     K1, both uncommitted) still exists, as on every database; since one side of it waits on a

@@ -63,6 +63,9 @@ logger = logging.getLogger("tilttek_activity")
 
 DUPLICATE_KEY = 1062
 LOCK_WAIT_TIMEOUT = 1205
+DEADLOCK = 1213
+#: Attempts of a write that is alone in its transaction, when deadlocks keep choosing it.
+ALONE_ATTEMPTS = 5
 #: INNODB_TRX's cache refreshes once nobody has read it for 0.1 s.
 CACHE_IDLE_SECONDS = 0.12
 EVIDENCE_ATTEMPTS = 4
@@ -154,10 +157,40 @@ class MySQLBackend(Backend):
         return self.connection.mysql_version >= (10, 6)
 
     def insert_once(self, drafts: Sequence[Draft]) -> InsertOutcome:
-        """Write once without waiting on the unique index (see :mod:`.innodb`)."""
+        """Write once (see :mod:`.innodb`): inside a caller's transaction without ever
+        waiting on the unique index; alone in a transaction, a plain ``INSERT IGNORE``
+        whose deadlocks are retried."""
+        if self.alone or self.outside_transaction():
+            return self._insert_alone(drafts)
         if self.compound and (len(drafts) == 1 or self.json_table):
             return self._insert_compound(drafts)
         return self._insert_stepwise(drafts)
+
+    def retryable(self, exc: BaseException) -> bool:
+        return bool(exc.args) and exc.args[0] == DEADLOCK
+
+    def _insert_alone(self, drafts: Sequence[Draft]) -> InsertOutcome:
+        """The write is the whole transaction (autocommit, or the one ``record_activities``
+        opened): nothing of the caller's can be lost, so the short path serves, and a
+        deadlock among such writers is retried (by the caller of a ``record_activities``
+        transaction, which InnoDB rolled back whole)."""
+        for attempt in range(1, ALONE_ATTEMPTS + 1):
+            outcome = InsertOutcome()
+            pending = list(drafts)
+            try:
+                if len(pending) > 1:
+                    # A plain read of the keys first: duplicates are not sent, so they burn
+                    # no auto-increment value (a lost race is still handled by IGNORE).
+                    outcome.kept.update(self.read_kept([d.identity for d in pending], lock=False))
+                    pending = [d for d in pending if d.identity not in outcome.kept]
+                if pending:
+                    self._insert_absent(pending, outcome)
+                return outcome
+            except OperationalError as exc:
+                if self.alone or attempt == ALONE_ATTEMPTS or not self.retryable(exc):
+                    raise
+                logger.info("Retrying an activity write after a deadlock (%s)", exc)
+        raise AssertionError("unreachable")
 
     def _lock_names(self, drafts: Sequence[Draft]) -> list[str]:
         database = str(self.connection.settings_dict["NAME"])

@@ -35,6 +35,8 @@ from ..limits import ENTRY_TABLE
 from ..validation import Draft
 from .base import Backend, GapStrategy, InsertOutcome, TransactionEvidence
 
+DEADLOCK_DETECTED = "40P01"
+
 _COLUMNS = (
     "kind, idempotency_key, member, verb, object, quantity, context, occurred_at, recorded_at"
 )
@@ -161,6 +163,9 @@ class PostgreSQLBackend(Backend):
 
     def max_rows_per_statement(self, params_per_row: int) -> int | None:
         return None  # one parameter per column, whatever the number of rows
+
+    def retryable(self, exc: BaseException) -> bool:
+        return getattr(exc.__cause__, "sqlstate", None) == DEADLOCK_DETECTED
 
     def create_checkpoint(self, name: str, now: datetime) -> None:
         with self.connection.cursor() as cursor:
