@@ -64,7 +64,10 @@ What remains
     mutex InnoDB cannot see, it ends with a lock-wait timeout (1205, which rolls back the
     statement, not the transaction) after ``innodb_lock_wait_timeout`` instead of a deadlock
     error. Under REPEATABLE READ step 1 reads an older snapshot and locking reads take gap
-    locks: use READ COMMITTED (Django's default) for the guarantee.
+    locks: use READ COMMITTED (Django's default) for the guarantee. A writer inside a
+    transaction whose insert loses the key to a concurrent *autocommit* writer (which takes
+    no mutex) keeps that duplicate's shared lock until it commits, as before this protocol;
+    two such losers in one gap are needed for a deadlock.
 """
 
 from __future__ import annotations

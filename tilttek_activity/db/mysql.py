@@ -7,7 +7,10 @@ Writing once
     protocol used instead: a plain read, a per-key ``GET_LOCK`` mutex, a ``FOR UPDATE`` read
     that waits for a concurrent writer's row without gap locks, then the insert of what is
     still absent. On MariaDB it is one compound statement (a new entry, a duplicate and a
-    bulk chunk each cost one round trip); on MySQL one statement per step. The insert is
+    bulk chunk each cost one round trip); on MySQL one statement per step. A write that is
+    its own transaction (autocommit, or ``record_activities`` outside any transaction) has
+    nothing of the caller's to lose: it stays a bare ``INSERT IGNORE`` whose deadlocks are
+    retried. The insert is
     still ``INSERT IGNORE`` (against writers that do not take the mutex), and IGNORE also
     downgrades *every* other error to a warning and stores a coerced value, which is why
     everything is validated in Python first and why any warning other than 1062 raises
