@@ -31,7 +31,6 @@ from typing import Any
 from django.db import InterfaceError, OperationalError, connections, transaction
 
 from . import payloads, signals
-from .actor import Actor, ActorSpec
 from .commit_writes import write_broadcasts, write_staged
 from .conf import get_settings
 from .db.base import Completion, LeaseRow, MessageRow
@@ -41,6 +40,7 @@ from .pause_points import pause_point
 from .registry import get_spec
 from .runtime.wakeup import notify_local
 from .runtime.wakeup_transports import hint_mode, notify_enabled, notify_sql
+from .spec import ActorInstance, ActorSpec
 from .turn import TurnOutcome, _is_retryable, describe_exception, run_turn
 
 logger = logging.getLogger("solid_objects")
@@ -49,7 +49,7 @@ logger = logging.getLogger("solid_objects")
 @dataclass
 class CachedActor:
     revision: int
-    actor: Actor
+    actor: ActorInstance
     state_json: str
     state_version: int
     cached_at: float
@@ -110,7 +110,7 @@ class ActivationCache:
             return {i: self._entries[i].revision for i in instance_ids if i in self._entries}
 
 
-def _deactivate(actor: Actor) -> None:
+def _deactivate(actor: ActorInstance) -> None:
     try:
         actor.on_deactivate()
     except Exception:
@@ -122,7 +122,7 @@ class Activation:
     alias: str
     lease: LeaseRow
     spec: ActorSpec
-    actor: Actor
+    actor: ActorInstance
     state_json: str  # the committed state, as stored
     stored_state_version: int
     dirty: bool = False  # state must be written even if no turn changed it (migration)

@@ -7,158 +7,43 @@ pages; :func:`migrate_state` upgrades stored state one version at a time.
 
 from __future__ import annotations
 
-import copy
 import inspect
-import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .errors import InvalidRejectionCode, Rejected, UnknownOperation
+from django.utils.module_loading import autodiscover_modules
 
-if TYPE_CHECKING:
-    from .references import ActorReference
-    from .turn import TurnContext
-
-REJECTION_CODE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
-_MISSING = object()
-
-# Names a reference proxy uses itself; an operation may not shadow them.
-RESERVED_OPERATION_NAMES = frozenset(
-    {"sync", "enqueue", "snapshot", "destroy", "find_message", "ref", "actor_type", "actor_id"}
+from .errors import InvalidRejectionCode, Rejected
+from .references import ActorReference
+from .registry import register
+from .spec import (
+    REJECTION_CODE,
+    RESERVED_OPERATION_NAMES,
+    ActorSpec,
+    ObservableSpec,
+    Operation,
+    attribute,
+    migrate_state,
+    observable,
+    query,
 )
 
+if TYPE_CHECKING:
+    from .turn import TurnContext
 
-class attribute:
-    """A persisted field of the actor's JSON state."""
-
-    def __init__(self, default: Any = None) -> None:
-        self.default = default
-        self.name = ""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    def initial(self) -> Any:
-        value = self.default() if callable(self.default) else self.default
-        return copy.deepcopy(value)
-
-    def __get__(self, instance: Actor | None, owner: type | None = None) -> Any:
-        if instance is None:
-            return self
-        state = instance._state
-        if self.name not in state:
-            state[self.name] = self.initial()
-        return state[self.name]
-
-    def __set__(self, instance: Actor, value: Any) -> None:
-        instance._state[self.name] = value
-
-
-@dataclass(frozen=True)
-class Operation:
-    name: str
-    function: Callable[..., Any]
-    is_query: bool = False
-    signature: inspect.Signature | None = None
-
-    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-        """Positional and keyword arguments as the stored keyword dict (validated)."""
-        signature = self.signature or inspect.signature(self.function)
-        try:
-            bound = signature.bind(None, *args, **kwargs)
-        except TypeError as exc:
-            raise TypeError(f"{self.name}(): {exc}") from None
-        arguments = dict(bound.arguments)
-        arguments.pop(next(iter(signature.parameters)), None)  # self
-        for name, param in signature.parameters.items():
-            if param.kind is inspect.Parameter.VAR_KEYWORD and name in arguments:
-                arguments.update(arguments.pop(name))
-            elif param.kind is inspect.Parameter.VAR_POSITIONAL and name in arguments:
-                if arguments[name]:
-                    raise TypeError(f"{self.name}(): *{name} cannot be stored as keywords")
-                arguments.pop(name)
-        return arguments
-
-
-def query(function: Callable[..., Any]) -> Callable[..., Any]:
-    """Mark a read-only operation: ordered through the mailbox, state never written."""
-    function.__solid_query__ = True  # type: ignore[attr-defined]
-    return function
-
-
-@dataclass
-class ObservableSpec:
-    name: str
-    function: Callable[..., Any]
-    broadcast: str = "invalidate"
-
-
-class observable:
-    """``@observable`` or ``@observable(broadcast="value")``: a value live pages follow."""
-
-    def __init__(
-        self, function: Callable[..., Any] | None = None, *, broadcast: str = "invalidate"
-    ) -> None:
-        if broadcast not in ("invalidate", "value"):
-            raise ValueError('observable broadcast must be "invalidate" or "value"')
-        self.broadcast = broadcast
-        self.function = function
-        self.name = getattr(function, "__name__", "")
-
-    def __call__(self, function: Callable[..., Any]) -> observable:
-        self.function = function
-        self.name = function.__name__
-        return self
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    def __get__(self, instance: Actor | None, owner: type | None = None) -> Any:
-        if instance is None:
-            return self
-        assert self.function is not None
-        return self.function.__get__(instance, owner)
-
-    def spec(self) -> ObservableSpec:
-        assert self.function is not None
-        return ObservableSpec(self.name, self.function, self.broadcast)
-
-
-class migrate_state:
-    """``@migrate_state(1, 2)`` on a function ``state -> state`` (no ``self``)."""
-
-    def __init__(self, from_version: int, to_version: int) -> None:
-        if to_version != from_version + 1 or from_version < 1:
-            raise ValueError("migrate_state upgrades one version at a time: (n, n + 1)")
-        self.from_version = from_version
-        self.to_version = to_version
-        self.function: Callable[[dict[str, Any]], dict[str, Any]] | None = None
-
-    def __call__(self, function: Callable[[dict[str, Any]], dict[str, Any]]) -> migrate_state:
-        self.function = function
-        return self
-
-
-@dataclass
-class ActorSpec:
-    """What the runtime needs to know about one actor class, computed once."""
-
-    actor_type: str
-    cls: type[Actor]
-    operations: dict[str, Operation] = field(default_factory=dict)
-    attributes: dict[str, attribute] = field(default_factory=dict)
-    observables: dict[str, ObservableSpec] = field(default_factory=dict)
-    migrations: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = field(default_factory=dict)
-
-    def operation(self, name: str) -> Operation:
-        try:
-            return self.operations[name]
-        except KeyError:
-            raise UnknownOperation(
-                f"{self.actor_type!r} has no operation {name!r}", name=name
-            ) from None
+__all__ = [
+    "REJECTION_CODE",
+    "RESERVED_OPERATION_NAMES",
+    "Actor",
+    "ActorSpec",
+    "ObservableSpec",
+    "Operation",
+    "attribute",
+    "migrate_state",
+    "observable",
+    "query",
+]
 
 
 class Actor:
@@ -189,8 +74,6 @@ class Actor:
 
     @classmethod
     def ref(cls, actor_id: str) -> ActorReference:
-        from .references import ActorReference
-
         return ActorReference(cls._spec, actor_id)
 
     # -- inside a turn --------------------------------------------------------------------
@@ -282,3 +165,19 @@ def _build_spec(cls: type[Actor]) -> ActorSpec:
                 f"@migrate_state({version}, {version + 1})"
             )
     return spec
+
+
+def autodiscover() -> None:
+    """Import ``<app>.actors`` for every installed app and register its actors."""
+    autodiscover_modules("actors")
+    _register_defined_subclasses(Actor)
+
+
+def _register_defined_subclasses(base: type[Actor]) -> None:
+    """Register the concrete actors defined in ``actors`` modules or packages (a class that
+    sets ``abstract = True`` in its own body opts out)."""
+    for cls in base.__subclasses__():
+        in_actors_module = "actors" in cls.__module__.split(".")
+        if in_actors_module and not cls.__dict__.get("abstract", False):
+            register(cls)
+        _register_defined_subclasses(cls)

@@ -10,6 +10,6 @@ class SolidObjectsConfig(AppConfig):
 
     def ready(self) -> None:
         from . import checks  # noqa: F401  (registers the system checks)
-        from .registry import autodiscover
+        from .actor import autodiscover
 
         autodiscover()

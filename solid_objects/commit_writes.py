@@ -6,16 +6,26 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from . import payloads
 from .conf import get_settings
 from .registry import get_commit_action
 
 if TYPE_CHECKING:
-    from .activation import Activation
-    from .db.base import Dialect
+    from .db.base import Dialect, LeaseRow
+    from .spec import ActorSpec
     from .turn import StagedReminder, TurnOutcome
+
+
+class Activation(Protocol):
+    """What the fenced commit's writes need of an
+    :class:`~solid_objects.activation.Activation` (which satisfies it)."""
+
+    alias: str
+    lease: LeaseRow
+    spec: ActorSpec
+    stored_state_version: int
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from . import payloads
 from .conf import get_settings
 from .db.vendors import dialect_for
 from .mailbox import enqueue
-from .references import MessageReference
+from .references import MessageReference, message_reference
 from .registry import get_spec
 
 
@@ -49,6 +49,6 @@ def retry_dead_letter(dead_letter_id: int, using: str | None = None) -> MessageR
             cursor.execute(
                 f"UPDATE {dialect.t_dead} SET retried_message_id = %s, "
                 f"updated_at = {dialect.now} WHERE id = %s",
-                [message.id, dead_letter_id],
+                [message.message_id, dead_letter_id],
             )
-    return message
+    return message_reference(message)

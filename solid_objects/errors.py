@@ -8,7 +8,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import OperationalError
 
 if TYPE_CHECKING:
-    from .references import MessageReference
+    from .messages import MessageHandle
 
 __all__ = [
     "ActorCallCycle",
@@ -74,7 +74,7 @@ class SyncTimeout(SolidObjectsError, TimeoutError):
         self,
         message: str,
         *,
-        message_reference: MessageReference,
+        message_reference: MessageHandle,
         actor_type: str,
         actor_id: str,
         status: str,
@@ -182,7 +182,7 @@ class DatabaseUnavailable(SolidObjectsError, OperationalError):
         *,
         alias: str,
         committed: bool | None = False,
-        message_reference: MessageReference | None = None,
+        message_reference: MessageHandle | None = None,
     ) -> None:
         self.alias = alias
         self.committed = committed

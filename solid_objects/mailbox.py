@@ -17,12 +17,11 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db import IntegrityError, OperationalError, connections, transaction
 
 from . import payloads, signals
-from .actor import ActorSpec, Operation
 from .conf import get_settings
 from .db.vendors import dialect_for
 from .errors import (
@@ -36,21 +35,25 @@ from .errors import (
 )
 from .limits import IDENTIFIER_LENGTH
 from .runtime.wakeup import notify_local
+from .spec import ActorSpec, Operation
 from .write_guard import inside_turn
-
-if TYPE_CHECKING:
-    from .references import MessageReference
 
 DELIVERY_MODES = ("async", "sync", "internal")
 
 
 @dataclass(frozen=True, slots=True)
 class Enqueued:
+    """A message in a mailbox, as :func:`enqueue` wrote or found it (a plain value the
+    references wrap into a :class:`~solid_objects.references.MessageReference`)."""
+
     message_id: int
     request_id: str
     sequence: int
     instance_id: int
     created: bool
+    actor_type: str
+    actor_id: str
+    using: str  # the database alias
 
 
 def validate_identifier(value: Any, what: str) -> str:
@@ -142,17 +145,15 @@ def enqueue(
     lock_wait: float | None = None,
     then: Callable[[Any, Enqueued], Any] | None = None,
     prepared: str | None = None,
-) -> MessageReference:
-    """Append a message; return its :class:`MessageReference` (the existing one for a key
-    already used with the same operation and arguments).
+) -> Enqueued:
+    """Append a message; return where it is (the existing message for a key already used
+    with the same operation and arguments).
 
     ``then(cursor, enqueued)`` runs inside the same transaction after the insert: a sync
     caller claims the actor there, saving a commit. ``prepared`` is the arguments JSON
     :func:`prepare` returned for exactly these arguments (a sync caller validates before it
     registers itself), so they are not checked and encoded twice.
     """
-    from .references import MessageReference
-
     settings = get_settings()
     alias = using or settings.DATABASE
     if inside_turn() and delivery_mode != "internal":
@@ -203,7 +204,14 @@ def enqueue(
             if existing is None:
                 raise
             enqueued = _same_or_conflict(
-                existing, operation, arguments_json, delivery_mode, idempotency_key
+                existing,
+                operation,
+                arguments_json,
+                delivery_mode,
+                idempotency_key,
+                spec,
+                actor_id,
+                alias,
             )
             break
         except OperationalError as exc:
@@ -222,15 +230,7 @@ def enqueue(
             time.sleep(0.005 * (attempt + 1))
     if enqueued.created:
         transaction.on_commit(lambda: _enqueued(spec, actor_id, enqueued), using=alias)
-    return MessageReference(
-        id=enqueued.message_id,
-        request_id=enqueued.request_id,
-        sequence=enqueued.sequence,
-        actor_type=spec.actor_type,
-        actor_id=actor_id,
-        instance_id=enqueued.instance_id,
-        using=alias,
-    )
+    return enqueued
 
 
 def _write(
@@ -280,7 +280,14 @@ def _write(
                 )
                 if existing is not None:
                     return _same_or_conflict(
-                        existing, operation, arguments_json, delivery_mode, idempotency_key
+                        existing,
+                        operation,
+                        arguments_json,
+                        delivery_mode,
+                        idempotency_key,
+                        spec,
+                        actor_id,
+                        connection.alias,
                     )
             instance_id, sequence, revision = dialect.allocate_sequence(
                 cursor, spec.actor_type, actor_id, spec.cls.state_version
@@ -307,7 +314,16 @@ def _write(
                 idempotency_key=idempotency_key,
                 available_at=available_at,
             )
-            enqueued = Enqueued(message_id, request_id, sequence, instance_id, True)
+            enqueued = Enqueued(
+                message_id,
+                request_id,
+                sequence,
+                instance_id,
+                True,
+                spec.actor_type,
+                actor_id,
+                connection.alias,
+            )
             if then is not None:
                 then(cursor, enqueued)
         finally:
@@ -322,6 +338,9 @@ def _same_or_conflict(
     arguments_json: str,
     delivery_mode: str,
     idempotency_key: str,
+    spec: ActorSpec,
+    actor_id: str,
+    alias: str,
 ) -> Enqueued:
     message_id, request_id, sequence, stored_operation, stored_arguments, stored_mode = existing[:6]
     differing = []
@@ -339,7 +358,16 @@ def _same_or_conflict(
             fields=differing,
         )
     instance_id = existing[6] if len(existing) > 6 else 0
-    return Enqueued(int(message_id), request_id, int(sequence), int(instance_id), False)
+    return Enqueued(
+        int(message_id),
+        request_id,
+        int(sequence),
+        int(instance_id),
+        False,
+        spec.actor_type,
+        actor_id,
+        alias,
+    )
 
 
 def _enqueued(spec: ActorSpec, actor_id: str, enqueued: Enqueued) -> None:

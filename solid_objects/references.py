@@ -1,4 +1,10 @@
-"""References: cheap handles to actors and to messages. No database access until used."""
+"""References: cheap handles to actors and to messages. No database access until used.
+
+The top of the core: the user's :class:`~solid_objects.actor.Actor` and the package's public
+names build on these; below them the mailbox returns plain :class:`~solid_objects.mailbox.Enqueued`
+values that :func:`message_reference` wraps, and the sync path waits on any
+:class:`~solid_objects.messages.MessageHandle`.
+"""
 
 from __future__ import annotations
 
@@ -9,15 +15,25 @@ from typing import Any
 from django.db import connections, transaction
 
 from . import payloads
-from .actor import ActorSpec
 from .conf import get_settings
+from .db.base import as_datetime
 from .db.connections import Attempt, recovering
 from .db.vendors import dialect_for
 from .errors import MessageFailed, Rejected, SyncTimeout
-from .mailbox import bind, enqueue, validate_available_at, validate_identifier
+from .mailbox import Enqueued, bind, enqueue, validate_available_at, validate_identifier
+from .messages import MessageOutcome
 from .registry import get_spec
+from .spec import ActorAddress, ActorSpec
+from .sync import call_sync, sync_timeout, wait_for
 
-STATUSES = ("ready", "claimed", "completed", "rejected", "dead", "unknown")
+__all__ = [
+    "ActorReference",
+    "MessageOutcome",
+    "MessageReference",
+    "Snapshot",
+    "message_reference",
+    "ref",
+]
 
 
 def ref(actor_type: str, actor_id: str) -> ActorReference:
@@ -25,7 +41,7 @@ def ref(actor_type: str, actor_id: str) -> ActorReference:
     return ActorReference(get_spec(actor_type), actor_id)
 
 
-class ActorReference:
+class ActorReference(ActorAddress):
     """``Cart.ref("alice")``: call operations synchronously, enqueue them, snapshot, destroy."""
 
     __slots__ = ("actor_id", "spec")
@@ -47,8 +63,6 @@ class ActorReference:
         """Options of one sync call (checked here, :class:`InvalidPayload` if bad):
         ``timeout`` positive seconds (``None``: ``SYNC_TIMEOUT``, ``math.inf``: no
         deadline), ``idempotency_key`` an identifier."""
-        from .sync import sync_timeout
-
         if timeout is not None:
             sync_timeout(timeout)
         if idempotency_key is not None:
@@ -184,14 +198,13 @@ class _SyncCalls:
         operation = self._ref.spec.operation(name)
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            from .sync import call_sync
-
             return call_sync(
                 self._ref,
                 operation.name,
                 bind(operation, args, kwargs),
                 timeout=self._timeout,
                 idempotency_key=self._idempotency_key,
+                wrap=message_reference,
             )
 
         call.__name__ = name
@@ -216,7 +229,7 @@ class _EnqueueCalls:
         def send(*args: Any, **kwargs: Any) -> MessageReference:
             arguments = bind(operation, args, kwargs)
 
-            def write(attempt: Attempt) -> MessageReference:
+            def write(attempt: Attempt) -> Enqueued:
                 return enqueue(
                     self._ref.spec,
                     self._ref.actor_id,
@@ -228,11 +241,13 @@ class _EnqueueCalls:
                     then=attempt.committing,
                 )
 
-            return recovering(
-                get_settings().DATABASE,
-                "enqueue",
-                write,
-                idempotent=self._idempotency_key is not None,
+            return message_reference(
+                recovering(
+                    get_settings().DATABASE,
+                    "enqueue",
+                    write,
+                    idempotent=self._idempotency_key is not None,
+                )
             )
 
         send.__name__ = name
@@ -276,17 +291,6 @@ class Snapshot:
             f"<Snapshot {self._spec.actor_type}/{self.actor_id} exists={self.exists} "
             f"revision={self.revision}>"
         )
-
-
-@dataclass(frozen=True)
-class MessageOutcome:
-    status: str
-    result: Any = None
-    rejection: dict[str, Any] | None = None
-    error: dict[str, Any] | None = None
-    attempts: int = 0
-    sequence: int | None = None
-    completed_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -336,8 +340,6 @@ class MessageReference:
             status = "completed"
         else:
             status = "unknown"
-        from .db.base import as_datetime
-
         return MessageOutcome(
             status=status,
             result=payloads.decode(result),
@@ -358,8 +360,6 @@ class MessageReference:
         When no other process holds the actor, the caller runs it itself (caller-assisted),
         exactly as a synchronous call does.
         """
-        from .sync import wait_for
-
         return wait_for(self, timeout)
 
     def raise_or_return(self, outcome: MessageOutcome) -> Any:
@@ -388,3 +388,16 @@ class MessageReference:
             status=outcome.status,
             waiting_on="result",
         )
+
+
+def message_reference(enqueued: Enqueued) -> MessageReference:
+    """The reference to a message :func:`~solid_objects.mailbox.enqueue` wrote or found."""
+    return MessageReference(
+        id=enqueued.message_id,
+        request_id=enqueued.request_id,
+        sequence=enqueued.sequence,
+        actor_type=enqueued.actor_type,
+        actor_id=enqueued.actor_id,
+        instance_id=enqueued.instance_id,
+        using=enqueued.using,
+    )

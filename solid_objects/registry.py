@@ -1,7 +1,9 @@
 """Registries: actor types, effect handlers and commit actions.
 
 Actor types resolve only through this registry, never by importing a name supplied from
-outside. ``AppConfig.ready`` autodiscovers an ``actors`` module in every installed app.
+outside. Discovery of ``actors`` modules lives with the base class
+(:func:`solid_objects.actor.autodiscover`); this module knows only specs, so every layer may
+look a type up.
 """
 
 from __future__ import annotations
@@ -10,12 +12,11 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
-from django.utils.module_loading import autodiscover_modules
 
-from .actor import Actor, ActorSpec
 from .errors import UnknownActorType
+from .spec import ActorSpec
 
-A = TypeVar("A", bound=type[Actor])
+A = TypeVar("A", bound=type)
 F = TypeVar("F", bound=Callable[..., Any])
 
 _actors: dict[str, ActorSpec] = {}
@@ -25,9 +26,10 @@ _commit_actions: dict[str, Callable[..., Any]] = {}
 
 def register(cls: A) -> A:
     """Register an actor class (also usable as a class decorator). Idempotent per class."""
-    if not (isinstance(cls, type) and issubclass(cls, Actor)) or cls is Actor:
+    # Every Actor subclass (never the base class itself) carries the spec built for it.
+    spec = getattr(cls, "_spec", None) if isinstance(cls, type) else None
+    if not isinstance(spec, ActorSpec) or spec.cls is not cls:
         raise TypeError(f"{cls!r} is not an Actor subclass")
-    spec = cls._spec
     existing = _actors.get(spec.actor_type)
     # Re-importing a module (autoreload, tests) re-creates the class: same qualified name.
     if existing is not None and _qualname(existing.cls) != _qualname(cls):
@@ -80,22 +82,6 @@ def commit_action(name: str) -> Callable[[F], F]:
 
 def get_commit_action(name: str) -> Callable[..., Any] | None:
     return _commit_actions.get(name)
-
-
-def autodiscover() -> None:
-    """Import ``<app>.actors`` for every installed app and register its actors."""
-    autodiscover_modules("actors")
-    _register_defined_subclasses(Actor)
-
-
-def _register_defined_subclasses(base: type[Actor]) -> None:
-    """Register the concrete actors defined in ``actors`` modules or packages (a class that
-    sets ``abstract = True`` in its own body opts out)."""
-    for cls in base.__subclasses__():
-        in_actors_module = "actors" in cls.__module__.split(".")
-        if in_actors_module and not cls.__dict__.get("abstract", False):
-            register(cls)
-        _register_defined_subclasses(cls)
 
 
 def _qualname(cls: type) -> str:

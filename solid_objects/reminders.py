@@ -237,7 +237,7 @@ def _fire(
                     reminder.actor_id,
                     reminder.name,
                     occurrence,
-                    message.id,
+                    message.message_id,
                 )
             )
     except TRANSIENT:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from django.db import IntegrityError, OperationalError, connections
 
@@ -39,14 +39,13 @@ from .errors import (
 )
 from .mailbox import Enqueued, enqueue, prepare
 from .mailbox import _is_timeout as is_lock_timeout
+from .messages import MessageHandle, MessageOutcome
 from .runtime import processes
 from .runtime.processes import callers
 from .runtime.wakeup import doorbell
 from .runtime.wakeup_transports import ensure_listener
+from .spec import ActorAddress
 from .write_guard import inside_turn
-
-if TYPE_CHECKING:
-    from .references import ActorReference, MessageOutcome, MessageReference
 
 T = TypeVar("T")
 
@@ -107,14 +106,17 @@ _PENDING = _Pending()
 
 
 def call_sync(
-    reference: ActorReference,
+    reference: ActorAddress,
     operation: str,
     arguments: dict[str, Any],
     *,
     timeout: float | None,
     idempotency_key: str | None,
+    wrap: Callable[[Enqueued], MessageHandle],
     using: str | None = None,
 ) -> Any:
+    """Enqueue ``operation`` for ``reference`` and drive it to its outcome; ``wrap`` turns
+    the enqueued message into the reference a timeout or an outage error carries."""
     settings = get_settings()
     alias = using or settings.DATABASE
     if inside_turn():
@@ -146,13 +148,13 @@ def call_sync(
     lock_wait = min(timeout, MAX_LOCK_WAIT)
     claims: list[Claim | None] = []
 
-    def enqueue_and_claim(owner: str, attempt: Attempt) -> MessageReference:
+    def enqueue_and_claim(owner: str, attempt: Attempt) -> MessageHandle:
         def claim_in_same_transaction(cursor: Any, enqueued: Enqueued) -> None:
             claims.append(take_lease(cursor, alias, owner, [enqueued.instance_id], caller_cache))
             attempt.committing()  # from here on the enqueue may have committed
-            attempt.message_reference = _reference(reference, enqueued, alias)
+            attempt.message_reference = wrap(enqueued)
 
-        return enqueue(
+        enqueued = enqueue(
             reference.spec,
             reference.actor_id,
             operation,
@@ -164,8 +166,9 @@ def call_sync(
             then=claim_in_same_transaction,
             prepared=arguments_json,
         )
+        return wrap(enqueued)
 
-    def enqueue_once(attempt: Attempt) -> MessageReference:
+    def enqueue_once(attempt: Attempt) -> MessageHandle:
         claims.clear()
         try:
             return with_caller(
@@ -212,7 +215,7 @@ def call_sync(
     return recovering(alias, "sync call", finish, message_reference=message)
 
 
-def wait_for(message: MessageReference, timeout: float | None) -> Any:
+def wait_for(message: MessageHandle, timeout: float | None) -> Any:
     seconds = wait_timeout(timeout)
     deadline = None if seconds is None else time.monotonic() + seconds
     assist = not inside_turn() and not connections[message.using].in_atomic_block
@@ -224,7 +227,7 @@ def wait_for(message: MessageReference, timeout: float | None) -> Any:
     )
 
 
-def _drive(message: MessageReference, deadline: float | None, alias: str, *, assist: bool) -> Any:
+def _drive(message: MessageHandle, deadline: float | None, alias: str, *, assist: bool) -> Any:
     bell = doorbell("result")
     wait = _FIRST_WAIT
     while True:
@@ -244,7 +247,7 @@ def _drive(message: MessageReference, deadline: float | None, alias: str, *, ass
         wait = min(wait * 2, _MAX_WAIT)
 
 
-def _try_run(message: MessageReference, alias: str, deadline: float | None) -> Any:
+def _try_run(message: MessageHandle, alias: str, deadline: float | None) -> Any:
     remaining = None if deadline is None else deadline - time.monotonic()
     if remaining is not None and remaining <= 0:
         return _PENDING
@@ -256,9 +259,7 @@ def _try_run(message: MessageReference, alias: str, deadline: float | None) -> A
     return _run(message, alias, deadline, activation)
 
 
-def _run(
-    message: MessageReference, alias: str, deadline: float | None, activation: Activation
-) -> Any:
+def _run(message: MessageHandle, alias: str, deadline: float | None, activation: Activation) -> Any:
     remaining = None if deadline is None else max(deadline - time.monotonic(), 0.001)
     try:
         result = run_pass(
@@ -308,21 +309,7 @@ def with_caller(alias: str, work: Callable[[str], T], lock_wait: float | None = 
         return work(callers.process_id(alias, lock_wait=lock_wait))
 
 
-def _reference(reference: ActorReference, enqueued: Enqueued, alias: str) -> MessageReference:
-    from .references import MessageReference
-
-    return MessageReference(
-        id=enqueued.message_id,
-        request_id=enqueued.request_id,
-        sequence=enqueued.sequence,
-        actor_type=reference.actor_type,
-        actor_id=reference.actor_id,
-        instance_id=enqueued.instance_id,
-        using=alias,
-    )
-
-
-def _timeout(message: MessageReference, outcome: MessageOutcome) -> SyncTimeout:
+def _timeout(message: MessageHandle, outcome: MessageOutcome) -> SyncTimeout:
     if outcome.status == "claimed":
         waiting_on = "another process holds the activation and runs this message"
     elif outcome.status == "ready" and outcome.attempts:

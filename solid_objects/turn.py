@@ -15,7 +15,6 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from . import payloads
-from .actor import REJECTION_CODE, Actor, ActorSpec
 from .conf import get_settings
 from .errors import (
     ApplicationWriteForbidden,
@@ -27,11 +26,12 @@ from .errors import (
     UnknownOperation,
 )
 from .mailbox import bind, validate_available_at, validate_identifier
+from .registry import get_commit_action
+from .spec import REJECTION_CODE, ActorAddress, ActorInstance, ActorSpec
 from .write_guard import handler_code, write_was_attempted
 
 if TYPE_CHECKING:
     from .db.base import MessageRow
-    from .references import ActorReference
 
 MAX_EXCEPTION_MESSAGE = 8 * 1024
 MAX_BACKTRACE_LINES = 50
@@ -104,13 +104,11 @@ class _SendProxy:
     def __init__(
         self,
         context: TurnContext,
-        ref: ActorReference,
+        ref: ActorAddress,
         available_at: Any,
         idempotency_key: str | None,
     ) -> None:
-        from .references import ActorReference
-
-        if not isinstance(ref, ActorReference):
+        if not isinstance(ref, ActorAddress):
             raise InvalidPayload(f"send_to() needs an actor reference, got {type(ref).__name__}")
         validate_available_at(available_at)
         if idempotency_key is not None:
@@ -258,7 +256,7 @@ class TurnContext:
         return self._stage_effect(name, arguments, on_success, on_failure)
 
     def send_to(
-        self, ref: ActorReference, available_at: Any, idempotency_key: str | None
+        self, ref: ActorAddress, available_at: Any, idempotency_key: str | None
     ) -> _SendProxy:
         return _SendProxy(self, ref, available_at, idempotency_key)
 
@@ -287,8 +285,6 @@ class TurnContext:
         )
 
     def commit_action(self, name: str, arguments: dict[str, Any]) -> None:
-        from .registry import get_commit_action
-
         if get_commit_action(name) is None:
             raise LookupError(f"no commit action {name!r} is registered")
         payloads.validate(arguments, what="commit action arguments")
@@ -350,7 +346,7 @@ def _storable(text: str) -> str:
 
 
 def run_turn(
-    actor: Actor, spec: ActorSpec, message: MessageRow, max_depth: int = payloads.MAX_DEPTH
+    actor: ActorInstance, spec: ActorSpec, message: MessageRow, max_depth: int = payloads.MAX_DEPTH
 ) -> TurnOutcome:
     """Run one message's handler against ``actor`` (state is mutated in place).
 

@@ -44,7 +44,7 @@ from ..errors import DatabaseUnavailable
 from .vendors import dialect_for
 
 if TYPE_CHECKING:
-    from ..references import MessageReference
+    from ..messages import MessageHandle
     from .base import LeaseRow
 
 logger = logging.getLogger("solid_objects")
@@ -62,7 +62,7 @@ class Attempt:
     name the message it wrote (kept on the error when it cannot be retried)."""
 
     commit_sent: bool = False
-    message_reference: MessageReference | None = None
+    message_reference: MessageHandle | None = None
 
     def committing(self, *_: Any) -> None:
         """Mark the commit as possibly sent (usable as an enqueue's ``then`` callback)."""
@@ -160,7 +160,7 @@ def recovering(
     work: Callable[[Attempt], T],
     *,
     idempotent: bool = False,
-    message_reference: MessageReference | None = None,
+    message_reference: MessageHandle | None = None,
 ) -> T:
     """Run ``work(attempt)`` on ``alias`` recovering the connection (see the module
     docstring); ``what`` names the call in the error. ``idempotent``: running it again after
@@ -206,7 +206,7 @@ def _unavailable(
     what: str,
     exc: BaseException,
     attempt: Attempt,
-    message_reference: MessageReference | None,
+    message_reference: MessageHandle | None,
     *,
     retried: bool,
 ) -> DatabaseUnavailable:

@@ -10,11 +10,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidPayload
-from ..mailbox import enqueue
+from ..mailbox import Enqueued, enqueue
 from ..registry import get_spec
 
 if TYPE_CHECKING:
-    from ..references import MessageReference
     from .queries import EffectRow
 
 
@@ -22,7 +21,7 @@ def idempotency_key(row: EffectRow) -> str:
     return row.arguments.get("idempotency_key") or f"effect:{row.effect_id}"
 
 
-def deliver(row: EffectRow, alias: str) -> MessageReference:
+def deliver(row: EffectRow, alias: str) -> Enqueued:
     """Enqueue the message an ``__actor_message__`` effect carries (inside the caller's
     transaction, so it commits exactly when the effect is recorded as completed)."""
     body = row.arguments

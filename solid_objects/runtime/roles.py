@@ -10,23 +10,38 @@ instead of blocking its actor until the lease expires.
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from django.db import DatabaseError, InterfaceError, connections, transaction
 
 from ..activation import ActivationCache, acquire, run_pass
 from ..conf import get_settings
+from ..db.base import LeaseRow
 from ..db.connections import abandon, release_abandoned
 from ..db.vendors import dialect_for
 from ..errors import LostActivation, StateMigrationError, UnknownActorType
 from ..pause_points import pause_point
 from .wakeup import doorbell
 
-if TYPE_CHECKING:
-    from .supervisor import Supervisor
-
 logger = logging.getLogger("solid_objects")
+
+
+class RoleHost(Protocol):
+    """What a role needs of the process running it (the
+    :class:`~solid_objects.runtime.supervisor.Supervisor`)."""
+
+    alias: str
+    stopping: threading.Event
+    activation_cache: ActivationCache
+
+    def track(self, lease: LeaseRow) -> None:
+        """Hold ``lease`` for renewal while a pass runs."""
+
+    def untrack(self, lease: LeaseRow) -> None:
+        """Stop renewing ``lease``."""
+
 
 #: How many due ready rows one scan looks at for candidate actors.
 CANDIDATE_WINDOW = 64
@@ -45,7 +60,7 @@ class Role:
     kind = "worker"  # the ``processes.kind`` its registry row carries
     doorbell_kind = "work"
 
-    def __init__(self, supervisor: Supervisor, index: int = 0) -> None:
+    def __init__(self, supervisor: RoleHost, index: int = 0) -> None:
         self.supervisor = supervisor
         self.index = index
         self.alias = supervisor.alias
@@ -111,7 +126,7 @@ class ActorRole(Role):
     kind = "worker"
     doorbell_kind = "work"
 
-    def __init__(self, supervisor: Supervisor, index: int = 0) -> None:
+    def __init__(self, supervisor: RoleHost, index: int = 0) -> None:
         super().__init__(supervisor, index)
         self.cache: ActivationCache = supervisor.activation_cache
         self._next_stale_scan = 0.0

@@ -1,0 +1,185 @@
+"""What the runtime knows about an actor class: its spec, operations and declared state.
+
+:class:`ActorSpec` is computed once per :class:`~solid_objects.actor.Actor` subclass from the
+descriptors declared here (:class:`attribute`, :func:`query`, :class:`observable`,
+:class:`migrate_state`). Everything below the user's base class (the mailbox, turns,
+activations, the fenced commit) depends on this module, never on ``actor.py``.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
+
+from .errors import UnknownOperation
+
+REJECTION_CODE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
+
+# Names a reference proxy uses itself; an operation may not shadow them.
+RESERVED_OPERATION_NAMES = frozenset(
+    {"sync", "enqueue", "snapshot", "destroy", "find_message", "ref", "actor_type", "actor_id"}
+)
+
+
+class ActorInstance(Protocol):
+    """An actor object as the runtime sees it (an :class:`~solid_objects.actor.Actor`)."""
+
+    state_version: ClassVar[int]
+    actor_id: str
+    _state: dict[str, Any]
+
+    def __init__(
+        self, actor_id: str, state: dict[str, Any] | None = None, context: Any = None
+    ) -> None: ...
+
+    def on_activate(self) -> None: ...
+
+    def on_deactivate(self) -> None: ...
+
+
+class ActorAddress:
+    """One actor of one type. :class:`~solid_objects.references.ActorReference` is one; the
+    layers below the references (turns staging a message) recognise it by this base."""
+
+    __slots__ = ()
+    spec: ActorSpec
+    actor_id: str
+
+    @property
+    def actor_type(self) -> str:
+        return self.spec.actor_type
+
+
+class attribute:
+    """A persisted field of the actor's JSON state."""
+
+    def __init__(self, default: Any = None) -> None:
+        self.default = default
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def initial(self) -> Any:
+        value = self.default() if callable(self.default) else self.default
+        return copy.deepcopy(value)
+
+    def __get__(self, instance: ActorInstance | None, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        state = instance._state
+        if self.name not in state:
+            state[self.name] = self.initial()
+        return state[self.name]
+
+    def __set__(self, instance: ActorInstance, value: Any) -> None:
+        instance._state[self.name] = value
+
+
+@dataclass(frozen=True)
+class Operation:
+    name: str
+    function: Callable[..., Any]
+    is_query: bool = False
+    signature: inspect.Signature | None = None
+
+    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """Positional and keyword arguments as the stored keyword dict (validated)."""
+        signature = self.signature or inspect.signature(self.function)
+        try:
+            bound = signature.bind(None, *args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(f"{self.name}(): {exc}") from None
+        arguments = dict(bound.arguments)
+        arguments.pop(next(iter(signature.parameters)), None)  # self
+        for name, param in signature.parameters.items():
+            if param.kind is inspect.Parameter.VAR_KEYWORD and name in arguments:
+                arguments.update(arguments.pop(name))
+            elif param.kind is inspect.Parameter.VAR_POSITIONAL and name in arguments:
+                if arguments[name]:
+                    raise TypeError(f"{self.name}(): *{name} cannot be stored as keywords")
+                arguments.pop(name)
+        return arguments
+
+
+def query(function: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark a read-only operation: ordered through the mailbox, state never written."""
+    function.__solid_query__ = True  # type: ignore[attr-defined]
+    return function
+
+
+@dataclass
+class ObservableSpec:
+    name: str
+    function: Callable[..., Any]
+    broadcast: str = "invalidate"
+
+
+class observable:
+    """``@observable`` or ``@observable(broadcast="value")``: a value live pages follow."""
+
+    def __init__(
+        self, function: Callable[..., Any] | None = None, *, broadcast: str = "invalidate"
+    ) -> None:
+        if broadcast not in ("invalidate", "value"):
+            raise ValueError('observable broadcast must be "invalidate" or "value"')
+        self.broadcast = broadcast
+        self.function = function
+        self.name = getattr(function, "__name__", "")
+
+    def __call__(self, function: Callable[..., Any]) -> observable:
+        self.function = function
+        self.name = function.__name__
+        return self
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, instance: ActorInstance | None, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        assert self.function is not None
+        return self.function.__get__(instance, owner)
+
+    def spec(self) -> ObservableSpec:
+        assert self.function is not None
+        return ObservableSpec(self.name, self.function, self.broadcast)
+
+
+class migrate_state:
+    """``@migrate_state(1, 2)`` on a function ``state -> state`` (no ``self``)."""
+
+    def __init__(self, from_version: int, to_version: int) -> None:
+        if to_version != from_version + 1 or from_version < 1:
+            raise ValueError("migrate_state upgrades one version at a time: (n, n + 1)")
+        self.from_version = from_version
+        self.to_version = to_version
+        self.function: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+
+    def __call__(self, function: Callable[[dict[str, Any]], dict[str, Any]]) -> migrate_state:
+        self.function = function
+        return self
+
+
+@dataclass
+class ActorSpec:
+    """What the runtime needs to know about one actor class, computed once."""
+
+    actor_type: str
+    cls: type[ActorInstance]
+    operations: dict[str, Operation] = field(default_factory=dict)
+    attributes: dict[str, attribute] = field(default_factory=dict)
+    observables: dict[str, ObservableSpec] = field(default_factory=dict)
+    migrations: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = field(default_factory=dict)
+
+    def operation(self, name: str) -> Operation:
+        try:
+            return self.operations[name]
+        except KeyError:
+            raise UnknownOperation(
+                f"{self.actor_type!r} has no operation {name!r}", name=name
+            ) from None
