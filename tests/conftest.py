@@ -7,12 +7,14 @@ Model factories are in :mod:`tests.factories`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
-from django.db import connection, connections
+from django.db import connection
 
-from solid_objects.conf import get_settings, table
+from tests.support.processes import Commands
+from tests.support.state import reset_runtime_state
 
 # db_vendor marker (run a test on some databases only; deselected, not skipped, elsewhere)
 # for plain `pytest` runs too; make/tox also pass `-p tests.plugins.fail_on_skip`.
@@ -55,22 +57,21 @@ def solid_settings(settings: Any) -> Callable[..., dict[str, Any]]:
     return override
 
 
-def empty_solid_objects_tables() -> None:
-    """Delete every ``solid_objects`` row with plain SQL, children first."""
-    database = connections[get_settings().DATABASE]
-    with database.cursor() as cursor:
-        for name in SOLID_OBJECTS_DELETE_ORDER:
-            cursor.execute(f"DELETE FROM {database.ops.quote_name(table(name))}")
-
-
 @pytest.fixture(autouse=True)
-def _forget_process_local_runtime_state() -> Iterator[None]:
-    """Each test starts without this process's cached caller registration and warm
-    activations: tables are emptied between tests, so both would point at deleted rows."""
-    from solid_objects.runtime.processes import callers
-    from solid_objects.sync import caller_cache
-
+def _fresh_runtime_state() -> Iterator[None]:
+    """Each test starts and ends without this process's cached caller registrations, warm
+    activations or blocked test handlers (tables are emptied between tests)."""
+    reset_runtime_state()
     yield
-    caller_cache.clear()
-    for alias in connections:
-        callers.forget(alias)
+    reset_runtime_state()
+
+
+@pytest.fixture
+def commands(tmp_path: Path) -> Iterator[Commands]:
+    """``tests/manage.py`` commands in subprocesses on the test database; every one still
+    running is killed at the end, whatever happened."""
+    started = Commands(tmp_path)
+    try:
+        yield started
+    finally:
+        started.kill_all()

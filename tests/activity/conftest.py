@@ -9,10 +9,13 @@ from typing import Any
 import pytest
 from django.db import connections
 
+from tests.support.statements import without_transaction_control as statements
 from tests.testapp.projections import Ledger, OrderCounts
 from tilttek_activity import hole_skipped
 from tilttek_activity.gaps import tracker
 from tilttek_activity.models import Checkpoint
+
+__all__ = ["in_thread", "statements"]
 
 
 @pytest.fixture
@@ -102,10 +105,3 @@ def in_thread(target: Callable[[], Any]) -> tuple[threading.Thread, list[BaseExc
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     return thread, errors
-
-
-def statements(queries: Any) -> list[str]:
-    """The SQL statements a ``CaptureQueriesContext`` saw, without transaction control
-    (BEGIN, COMMIT, SAVEPOINT...: Django logs them on some backends, not on others)."""
-    control = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE SAVEPOINT")
-    return [q["sql"] for q in queries.captured_queries if not q["sql"].upper().startswith(control)]

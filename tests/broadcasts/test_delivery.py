@@ -19,7 +19,8 @@ from solid_objects.models import Broadcast, Process
 from solid_objects.outbox.broadcasts import MESSAGE_TYPE, BroadcastRole, deliver_due
 from solid_objects.runtime import processes
 from solid_objects.runtime.supervisor import Supervisor
-from tests.operations.support import running, wait_until
+from tests.operations.support import running
+from tests.support.waiting import wait_until
 from tests.testapp.actors.broadcasts import Board
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -309,10 +310,10 @@ def test_without_a_channel_layer_rows_stay_pending(owner):
 
 
 @pytest.mark.slow
-def test_run_broadcast_worker_registers_a_broadcast_process_and_stops_on_sigterm(children):
-    worker = children.start("run_broadcast_worker")
-    (row,) = children.wait_registered(worker, {"broadcast"})
+def test_run_broadcast_worker_registers_a_broadcast_process_and_stops_on_sigterm(commands):
+    worker = commands.start("run_broadcast_worker")
+    (row,) = commands.wait_registered(worker, {"broadcast"})
     assert row.kind == "broadcast"
-    assert children.terminate(worker) == 0, children.log(worker)
+    assert commands.terminate(worker) == 0, commands.log(worker)
     row.refresh_from_db()
     assert row.shutdown_state == "stopped"

@@ -12,7 +12,8 @@ from django.db import connection
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from solid_objects.runtime.launch import build_supervisor
-from tests.operations.support import counting_statements, running
+from tests.operations.support import running
+from tests.support.statements import counting_statements
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

@@ -18,7 +18,8 @@ from solid_objects.reminders import ReminderRole
 from solid_objects.runtime.launch import build_supervisor
 from solid_objects.runtime.roles import ActorRole, Role
 from solid_objects.runtime.supervisor import RETENTION_INTERVAL, Periodic, Supervisor
-from tests.operations.support import PATIENCE, running, wait_until
+from tests.operations.support import running
+from tests.support.waiting import PATIENCE, wait_until
 from tests.testapp.actors.core import Blocker
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -131,22 +132,22 @@ def test_all_roles_means_actor_effect_reminder_and_broadcast_roles_and_retention
 
 
 @pytest.mark.slow
-def test_sigterm_stops_every_role_of_all_roles_and_marks_every_row_stopped(children):
-    worker = children.start("run_actor_worker", "--all-roles")
-    rows = children.wait_registered(worker, {"worker", "effect", "reminder", "broadcast"})
+def test_sigterm_stops_every_role_of_all_roles_and_marks_every_row_stopped(commands):
+    worker = commands.start("run_actor_worker", "--all-roles")
+    rows = commands.wait_registered(worker, {"worker", "effect", "reminder", "broadcast"})
     assert len(rows) == 4
-    assert children.terminate(worker) == 0, children.log(worker)
+    assert commands.terminate(worker) == 0, commands.log(worker)
     states = dict(Process.objects.filter(pid=worker.pid).values_list("kind", "shutdown_state"))
     assert states == dict.fromkeys(("worker", "effect", "reminder", "broadcast"), "stopped")
     assert all(row.stopped_at is not None for row in Process.objects.filter(pid=worker.pid))
-    log = children.log(worker)
+    log = commands.log(worker)
     assert "Traceback" not in log, log
 
 
 @pytest.mark.slow
-def test_a_second_signal_forces_the_exit(children, tmp_path: Path):
-    worker = children.start("run_actor_worker", settings={"SHUTDOWN_TIMEOUT": 60.0})
-    children.wait_registered(worker, {"worker"})
+def test_a_second_signal_forces_the_exit(commands, tmp_path: Path):
+    worker = commands.start("run_actor_worker", settings={"SHUTDOWN_TIMEOUT": 60.0})
+    commands.wait_registered(worker, {"worker"})
     flag = tmp_path / "release"
     Blocker.ref("held").enqueue().hold_on_file(str(flag))
     wait_until(lambda: Path(f"{flag}.entered").exists(), what="the turn to start")

@@ -14,7 +14,8 @@ from solid_objects import reminders, signals
 from solid_objects.models import Effect, Instance, Message, Reminder
 from solid_objects.outbox import run_pending_effects
 from solid_objects.testing import run_due_reminders
-from tests.outbox.helpers import wait_until, worker
+from tests.support.processes import Commands
+from tests.support.waiting import wait_until
 from tests.testapp.actors.outbox import Alarm
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -42,7 +43,7 @@ def keys(actor_id: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_a_one_shot_reminder_fires_through_the_scheduler_process():
+def test_a_one_shot_reminder_fires_through_the_scheduler_process(commands: Commands):
     alarm = Alarm.ref("wake")
     alarm.set_alarm(delay=0.2, label="morning")
     reminder = Reminder.objects.get()
@@ -53,12 +54,13 @@ def test_a_one_shot_reminder_fires_through_the_scheduler_process():
     )
     key = f"reminder:{reminder.pk}:1"
 
-    with worker("run_reminder_scheduler") as scheduler:
+    with commands.running("run_reminder_scheduler") as scheduler:
         wait_until(
             lambda: Message.objects.filter(idempotency_key=key).exists(),
+            timeout=30.0,
             what="the reminder's message",
         )
-        assert scheduler.stop() == 0
+        assert commands.terminate(scheduler, timeout=30.0) == 0
 
     message = Message.objects.get(idempotency_key=key)
     assert (message.operation, message.delivery_mode) == ("ring", "internal")

@@ -1,19 +1,15 @@
 """Helpers of the runtime tests: retry policies named in settings, raw row inspection,
-threads that clean up their connections, and worker subprocesses."""
+threads that clean up their connections, and activation passes driven in-process.
+
+Processes, waiting, statement counting and per-test reset are in :mod:`tests.support`."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import threading
-import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-from django.db import close_old_connections, connection, connections
+from django.db import close_old_connections, connections
 
 from solid_objects.models import (
     ClaimedMessage,
@@ -22,10 +18,7 @@ from solid_objects.models import (
     Message,
     ReadyMessage,
 )
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-#: Upper bound of any wait in these tests (the machine is shared and slow).
-PATIENCE = 60.0
+from tests.support.waiting import PATIENCE
 
 
 # -- RETRY_DELAY policies (dotted paths in settings) ------------------------------------------
@@ -35,21 +28,6 @@ def no_delay(attempt: int) -> float:
 
 def long_delay(attempt: int) -> float:
     return 3600.0
-
-
-# -- waiting -----------------------------------------------------------------------------------
-def wait_until(
-    predicate: Callable[[], Any], timeout: float = PATIENCE, interval: float = 0.05, what: str = ""
-) -> Any:
-    """Poll ``predicate`` (usually a database read) until it is truthy; fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what or predicate}")
-        threading.Event().wait(interval)
 
 
 # -- rows ---------------------------------------------------------------------------------------
@@ -120,59 +98,6 @@ def start_thread(target: Callable[[], Any], name: str = "test-worker") -> Worker
     worker = Worker(target, name)
     worker.start()
     return worker
-
-
-# -- worker subprocesses ---------------------------------------------------------------------------
-class WorkerProcesses:
-    """Starts ``manage.py run_actor_worker`` subprocesses on the test database and always
-    kills what is left of them (:meth:`kill_all`, called by the fixture's finalizer)."""
-
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-        self.procs: list[subprocess.Popen[bytes]] = []
-
-    def start(self, *args: str, settings: dict[str, Any] | None = None) -> subprocess.Popen[bytes]:
-        env = dict(os.environ)
-        env["SOLID_TEST_DATABASE_NAME"] = str(connection.settings_dict["NAME"])
-        env["SOLID_TEST_SETTINGS_JSON"] = json.dumps(settings or {})
-        env.setdefault("SOLID_LOG", "INFO")
-        env["PYTHONUNBUFFERED"] = "1"
-        index = len(self.procs)
-        out = open(self.directory / f"worker-{index}.log", "wb")  # noqa: SIM115
-        proc = subprocess.Popen(
-            [sys.executable, "tests/manage.py", "run_actor_worker", *args],
-            cwd=REPO_ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        out.close()
-        proc.log_path = self.directory / f"worker-{index}.log"  # type: ignore[attr-defined]
-        self.procs.append(proc)
-        return proc
-
-    @staticmethod
-    def log(proc: subprocess.Popen[bytes]) -> str:
-        path: Path = proc.log_path  # type: ignore[attr-defined]
-        return path.read_text(errors="replace") if path.exists() else ""
-
-    def wait_exit(self, proc: subprocess.Popen[bytes], timeout: float = PATIENCE) -> int:
-        try:
-            return proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            raise AssertionError(
-                f"worker {proc.pid} did not exit within {timeout}s; log:\n{self.log(proc)}"
-            ) from None
-
-    def kill_all(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(10)
-
-    def logs(self) -> str:
-        return "\n".join(f"--- worker {p.pid} ---\n{self.log(p)}" for p in self.procs)
 
 
 # -- driving activations in-process, like a worker ---------------------------------------------

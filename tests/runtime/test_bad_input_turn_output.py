@@ -19,9 +19,10 @@ from solid_objects import MessageFailed, StateMigrationError
 from solid_objects.db.vendors import dialect_for
 from solid_objects.models import ClaimedMessage, DeadLetter, Instance, Message, Process
 from tests.factories import InstanceFactory
+from tests.support.waiting import wait_until
 from tests.testapp.actors.inputs import BadMigration, Echo, Shown
 
-from .helpers import membership, wait_until
+from .helpers import membership
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -113,7 +114,7 @@ def test_a_handler_error_whose_text_cannot_be_stored_is_recorded_escaped():
 
 
 @pytest.mark.slow
-def test_a_worker_records_each_such_turn_at_once_and_keeps_going(workers):
+def test_a_worker_records_each_such_turn_at_once_and_keeps_going(commands):
     """One ``run_actor_worker`` process runs every case (one actor each, followed by an
     ordinary message): each bad turn is dead-lettered on its first attempt, each follow-up
     completes well within one lease, and the worker's threads never crash."""
@@ -123,7 +124,7 @@ def test_a_worker_records_each_such_turn_at_once_and_keeps_going(workers):
         bad = getattr(ref.enqueue(), operation)(argument)
         after = ref.enqueue().show("fine") if cls is Shown else ref.enqueue().echo(index)
         sent[case] = (bad, after, error_class)
-    proc = workers.start(settings=FAST)
+    proc = commands.start("run_actor_worker", settings=FAST)
 
     def all_done() -> bool:
         return all(membership(after.id) == "done" for _, after, _ in sent.values())
@@ -133,8 +134,8 @@ def test_a_worker_records_each_such_turn_at_once_and_keeps_going(workers):
         assert membership(bad.id) == "dead", case
         assert_failed_at_once(bad.id, bad.instance_id, error_class)
         assert after.status() == "completed", case
-    assert proc.poll() is None, workers.log(proc)
-    assert "crashed" not in workers.log(proc), workers.log(proc)
+    assert proc.poll() is None, commands.log(proc)
+    assert "crashed" not in commands.log(proc), commands.log(proc)
     assert Process.objects.filter(pid=proc.pid, shutdown_state="running").exists()
 
 

@@ -29,11 +29,12 @@ from solid_objects.outbox.broadcasts import BroadcastRole
 from solid_objects.runtime.roles import ActorRole
 from solid_objects.runtime.supervisor import Supervisor
 from tests.operations.support import running
+from tests.support.waiting import wait_until
 from tests.testapp.actors import core
 from tests.testapp.actors.broadcasts import Board
 from tests.testapp.actors.core import Blocker, Counter
 
-from .helpers import start_thread, wait_until
+from .helpers import start_thread
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),

@@ -21,11 +21,12 @@ from solid_objects.models import (
     Reminder,
 )
 from tests.factories import BroadcastFactory, EffectFactory, ReminderFactory
+from tests.support.waiting import wait_until
 from tests.testapp.actors import core
 from tests.testapp.actors.core import Blocker, Counter
 from tests.testapp.actors.runtime_tests import AttemptBlocker
 
-from .helpers import alias, run_once, snapshot_rows, start_thread, wait_until
+from .helpers import alias, run_once, snapshot_rows, start_thread
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

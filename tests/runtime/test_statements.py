@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 from django.db import connection
-from django.test.utils import CaptureQueriesContext
 
 from solid_objects.activation import ActivationCache, acquire, run_pass
+from tests.support.statements import count_statements
 from tests.testapp.actors.core import Counter
 
 from .helpers import alias
@@ -37,16 +37,10 @@ def bounds() -> tuple[float, float, float, float]:
     return BOUNDS[connection.vendor]
 
 
-def count(function) -> int:
-    with CaptureQueriesContext(connection) as queries:
-        function()
-    return len(queries.captured_queries)
-
-
 def test_statements_per_async_enqueue(record_property):
     ref = Counter.ref("enqueue")
-    cold = count(lambda: ref.enqueue().add(1))  # creates the instance
-    warm = count(lambda: ref.enqueue().add(1))
+    cold = count_statements(lambda: ref.enqueue().add(1))  # creates the instance
+    warm = count_statements(lambda: ref.enqueue().add(1))
     record_property("statements_enqueue", warm)
     assert cold <= COLD_ENQUEUE.get(connection.vendor, bounds()[0])
     assert warm <= bounds()[0]
@@ -66,7 +60,7 @@ def test_statements_per_warm_turn(owner, solid_settings, record_property, per_co
         activation = acquire(alias(), owner, [first.instance_id], cache)
         assert run_pass(activation, cache=cache).processed == TURNS
 
-    per_turn = count(drain) / TURNS
+    per_turn = count_statements(drain) / TURNS
     record_property(f"statements_per_turn_{per_commit}", per_turn)
     assert ref.snapshot().value == TURNS + 1
     assert per_turn <= (bounds()[1] if per_commit == 1 else bounds()[2])
@@ -82,6 +76,6 @@ def test_statements_per_sync_call_on_a_warm_actor(record_property, solid_setting
     def call() -> None:
         assert ref.add(1) == 2
 
-    statements = count(call)
+    statements = count_statements(call)
     record_property("statements_sync_call", statements)
     assert statements <= bounds()[3]

@@ -1,7 +1,7 @@
 """Real ``run_actor_worker`` processes (§A4, §A6, §A8): ordering under concurrency, crash
 recovery, graceful shutdown, and handlers that kill their worker every time.
 
-Every wait polls the database (or the worker's log) with a deadline; the ``workers`` fixture
+Every wait polls the database (or the worker's log) with a deadline; the ``commands`` fixture
 kills whatever is still running at the end.
 """
 
@@ -21,10 +21,11 @@ from solid_objects.models import (
     Process,
     ReadyMessage,
 )
+from tests.support.waiting import wait_until
 from tests.testapp.actors.core import Blocker, Counter
 from tests.testapp.actors.runtime_tests import Poison
 
-from .helpers import membership, wait_until
+from .helpers import membership
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -43,16 +44,14 @@ def process_of(proc) -> Process:
     return Process.objects.get(pid=proc.pid, kind="worker")
 
 
-def stop(workers, proc, timeout: float = 60) -> int:
-    proc.send_signal(signal.SIGTERM)
-    return workers.wait_exit(proc, timeout)
-
-
-def test_two_workers_keep_every_actor_in_order(workers, vendor, record_property):
+def test_two_workers_keep_every_actor_in_order(commands, vendor, record_property):
     actors, per_actor = 50, 40
     count = 1 if vendor == "sqlite" else 2  # SQLite serialises writers: one worker
     # The second worker also runs two actor threads (sharing one activation cache).
-    procs = [workers.start(*(["--threads", "2"] if n else []), settings=FAST) for n in range(count)]
+    procs = [
+        commands.start("run_actor_worker", *(["--threads", "2"] if n else []), settings=FAST)
+        for n in range(count)
+    ]
     wait_until(lambda: running_workers(count), what="workers to register")
 
     # Enqueue while the workers run, round-robin over the actors.
@@ -79,23 +78,23 @@ def test_two_workers_keep_every_actor_in_order(workers, vendor, record_property)
     results = Message.objects.values_list("sequence", "result")
     assert all(sequence == result for sequence, result in results)
     for proc in procs:
-        assert proc.poll() is None, workers.log(proc)  # nobody crashed on the way
-        assert stop(workers, proc) == 0, workers.log(proc)
+        assert proc.poll() is None, commands.log(proc)  # nobody crashed on the way
+        assert commands.terminate(proc) == 0, commands.log(proc)
 
 
-def test_a_killed_worker_s_turn_is_completed_by_another(workers, tmp_path):
+def test_a_killed_worker_s_turn_is_completed_by_another(commands, tmp_path):
     settings = {**FAST, "PROCESS_ALIVE_THRESHOLD": 3}
     release = tmp_path / "release"
     message = Blocker.ref("killed").enqueue().hold_on_file(str(release))
-    first = workers.start(settings=settings)
+    first = commands.start("run_actor_worker", settings=settings)
     wait_until(lambda: Path(f"{release}.entered").exists(), what="the handler to start")
     claim = ClaimedMessage.objects.get(message_id=message.id)
     assert claim.process_id == process_of(first).id
 
     os.kill(first.pid, signal.SIGKILL)
-    assert workers.wait_exit(first) == -signal.SIGKILL
+    assert commands.wait_exit(first) == -signal.SIGKILL
     release.write_text("go")  # the retry must not block
-    second = workers.start(settings=settings)
+    second = commands.start("run_actor_worker", settings=settings)
 
     wait_until(lambda: message.status() == "completed", what="another worker to finish the turn")
     stored = Message.objects.get(id=message.id)
@@ -104,22 +103,22 @@ def test_a_killed_worker_s_turn_is_completed_by_another(workers, tmp_path):
     assert Blocker.ref("killed").snapshot().hits == 1  # the state change applied once
     dead_process = Process.objects.get(pid=first.pid)
     assert dead_process.shutdown_state == "stopped"  # cleaned up as dead
-    assert stop(workers, second) == 0, workers.log(second)
+    assert commands.terminate(second) == 0, commands.log(second)
 
 
-def test_sigterm_finishes_the_turn_in_flight_then_exits_cleanly(workers, tmp_path):
+def test_sigterm_finishes_the_turn_in_flight_then_exits_cleanly(commands, tmp_path):
     release = tmp_path / "release"
     ref = Blocker.ref("graceful")
     message = ref.enqueue().hold_on_file(str(release))
-    proc = workers.start(settings={**FAST, "SHUTDOWN_TIMEOUT": 60})
+    proc = commands.start("run_actor_worker", settings={**FAST, "SHUTDOWN_TIMEOUT": 60})
     wait_until(lambda: Path(f"{release}.entered").exists(), what="the handler to start")
     behind = ref.enqueue().bump()
 
     proc.send_signal(signal.SIGTERM)
-    wait_until(lambda: "stop requested" in workers.log(proc), what="the worker to see SIGTERM")
+    wait_until(lambda: "stop requested" in commands.log(proc), what="the worker to see SIGTERM")
     assert proc.poll() is None  # still finishing the turn
     release.write_text("go")
-    assert workers.wait_exit(proc) == 0, workers.log(proc)
+    assert commands.wait_exit(proc) == 0, commands.log(proc)
 
     stored = Message.objects.get(id=message.id)
     assert (stored.attempt_count, stored.result) == (1, 1)
@@ -137,7 +136,7 @@ def test_sigterm_finishes_the_turn_in_flight_then_exits_cleanly(workers, tmp_pat
 
 
 def test_a_handler_that_kills_its_worker_every_time_reaches_its_dead_letter(
-    workers, solid_settings
+    commands, solid_settings
 ):
     """The crashing message first runs as a follower in a group (its attempt is not counted
     there), then alone as the head of each claim: three counted attempts, then a dead letter,
@@ -156,16 +155,16 @@ def test_a_handler_that_kills_its_worker_every_time_reaches_its_dead_letter(
 
     deaths = 0
     for _ in range(8):
-        proc = workers.start(settings=settings)
+        proc = commands.start("run_actor_worker", settings=settings)
 
         def progressed(proc=proc) -> bool:
             return proc.poll() is not None or after.status() == "completed"
 
         wait_until(progressed, what="the worker to crash or finish")
         if after.status() == "completed":
-            assert stop(workers, proc) == 0, workers.log(proc)
+            assert commands.terminate(proc) == 0, commands.log(proc)
             break
-        assert proc.returncode == 17, workers.log(proc)
+        assert proc.returncode == 17, commands.log(proc)
         deaths += 1
     assert deaths == 4  # once as a follower, three times as the claimed head
     assert Message.objects.get(id=crash.id).attempt_count == 3

@@ -18,7 +18,9 @@ from typing import Any
 import pytest
 
 from solid_objects.models import Message
-from tests.operations.support import Children, percentile, wait_until
+from tests.operations.support import percentile
+from tests.support.processes import Commands
+from tests.support.waiting import wait_until
 from tests.testapp.actors.broadcasts import Stamp
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -64,40 +66,40 @@ def report(label: str, latencies: list[float]) -> float:
     return p50
 
 
-def start_worker(children: Children, settings: dict[str, Any]) -> Any:
-    worker = children.start("run_actor_worker", settings=settings)
-    children.wait_registered(worker, {"worker"})
+def start_worker(commands: Commands, settings: dict[str, Any]) -> Any:
+    worker = commands.start("run_actor_worker", settings=settings)
+    commands.wait_registered(worker, {"worker"})
     # One warm-up turn: the first activation also imports and connects.
     measure(1, "stamp-warm-up", pause=0.0)
     return worker
 
 
 @pytest.mark.db_vendor("postgresql")
-def test_postgresql_notify_wakes_a_waiting_worker(children, solid_settings):
+def test_postgresql_notify_wakes_a_waiting_worker(commands, solid_settings):
     solid_settings(WAKE_UP="auto")
-    worker = start_worker(children, {**SLOW_POLLING, "WAKE_UP": "auto"})
+    worker = start_worker(commands, {**SLOW_POLLING, "WAKE_UP": "auto"})
     p50 = report("PostgreSQL LISTEN/NOTIFY", measure(SAMPLES, "stamp-notify"))
-    assert p50 < SLOW_POLLING["IDLE_POLLING_INTERVAL"] / 2, children.log(worker)
-    assert children.terminate(worker) == 0
+    assert p50 < SLOW_POLLING["IDLE_POLLING_INTERVAL"] / 2, commands.log(worker)
+    assert commands.terminate(worker) == 0
 
 
-def test_redis_wakes_a_waiting_worker(children, solid_settings):
+def test_redis_wakes_a_waiting_worker(commands, solid_settings):
     wake_up = {"WAKE_UP": "redis", "REDIS_URL": REDIS_URL}
     solid_settings(**wake_up)
-    worker = start_worker(children, {**SLOW_POLLING, **wake_up})
+    worker = start_worker(commands, {**SLOW_POLLING, **wake_up})
     p50 = report("Redis pub/sub", measure(SAMPLES, "stamp-redis"))
-    assert p50 < SLOW_POLLING["IDLE_POLLING_INTERVAL"] / 2, children.log(worker)
-    assert children.terminate(worker) == 0
+    assert p50 < SLOW_POLLING["IDLE_POLLING_INTERVAL"] / 2, commands.log(worker)
+    assert commands.terminate(worker) == 0
 
 
-def test_polling_alone_for_comparison(children, solid_settings):
+def test_polling_alone_for_comparison(commands, solid_settings):
     """Default intervals, no transport: an idle worker (backed off to one poll a second)
     finds work after half a second on average."""
     solid_settings(WAKE_UP="polling")
-    worker = start_worker(children, {"WAKE_UP": "polling"})
+    worker = start_worker(commands, {"WAKE_UP": "polling"})
     # After a turn the worker polls at +0.1, 0.3, 0.7, 1.5, 2.5, ... s: enqueue at a random
     # moment once it is idle.
     latencies = measure(6, "stamp-polling", pause=1.5, jitter=1.0)
     report("polling only (idle interval 1 s)", latencies)
     assert max(latencies) < 5.0
-    assert children.terminate(worker) == 0
+    assert commands.terminate(worker) == 0

@@ -53,7 +53,8 @@ from django.utils import timezone
 from solid_objects.models import ClaimedMessage, DeadLetter, Instance, Message, ReadyMessage
 from solid_objects.models import Process as ProcessRow
 from solid_objects.runtime import processes
-from tests.runtime.helpers import Worker, WorkerProcesses, alias, start_thread
+from tests.runtime.helpers import Worker, alias, start_thread
+from tests.support.processes import Commands
 from tests.testapp.actors.soak import SoakCounter
 
 from .invariants import violations
@@ -267,7 +268,7 @@ class DrainTimeout(AssertionError):
 class Soak:
     def __init__(
         self,
-        workers: WorkerProcesses,
+        workers: Commands,
         vendor: str,
         mode: Mode,
         *,
@@ -346,7 +347,9 @@ class Soak:
     def _start(self) -> subprocess.Popen[bytes]:
         self.started += 1
         lease = self.lease_rng.choice(self.profile.leases)
-        proc = self.workers.start(*self.mode.args, settings=self.worker_settings(lease))
+        proc = self.workers.start(
+            "run_actor_worker", *self.mode.args, settings=self.worker_settings(lease)
+        )
         self.leases[proc.pid] = lease
         return proc
 

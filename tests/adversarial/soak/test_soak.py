@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.processes import Commands
+
 from .harness import MAX_ATTEMPTS, MODES, Mode, Soak, merge_report, soak_seconds, soak_seed, summary
 
 pytestmark = [pytest.mark.soak, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -25,7 +27,7 @@ KILLS_TO_EXERCISE_RECOVERY = 10
 @pytest.mark.parametrize("mode", MODES, ids=[mode.name for mode in MODES])
 def test_sigkilled_workers_apply_every_message_exactly_once_in_order(
     mode: Mode,
-    soak_workers: Any,
+    commands: Commands,
     vendor: str,
     solid_settings: Any,
     capsys: pytest.CaptureFixture[str],
@@ -35,7 +37,7 @@ def test_sigkilled_workers_apply_every_message_exactly_once_in_order(
     seed = soak_seed()
     with capsys.disabled():
         print(f"\nsoak {vendor}/{mode.name}: seed {seed} (replay with SOLID_SOAK_SEED={seed})")
-    soak = Soak(soak_workers, vendor, mode, seconds=soak_seconds(), seed=seed)
+    soak = Soak(commands, vendor, mode, seconds=soak_seconds(), seed=seed)
 
     figures = soak.run()
 
