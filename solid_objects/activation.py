@@ -781,7 +781,7 @@ def _hand_off_in_transaction(cursor: Any, dialect: Any, activation: Activation) 
     """A sync caller releases the lease at its own message: look for due work left only
     where a hint can reach another process (this process's waiters are rung anyway)."""
     mode = hint_mode()
-    if dialect.vendor == "postgresql" and notify_enabled():
+    if dialect.listen_notify and notify_enabled():
         if dialect.has_due(cursor, activation.lease.instance_id):
             cursor.execute(*notify_sql("work"))  # sent when this transaction commits
             cursor.execute(*notify_sql("result"))

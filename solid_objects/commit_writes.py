@@ -73,7 +73,7 @@ def write_staged(
 def _hint(cursor: Any, dialect: Dialect, kind: str) -> None:
     """Wake the effect or reminder role of other processes (PostgreSQL ``NOTIFY``, sent only
     if this commit succeeds; identical notifications of one transaction are folded)."""
-    if dialect.vendor != "postgresql":
+    if not dialect.listen_notify:
         return
     from .runtime.wakeup_transports import notify_enabled, notify_sql
 

@@ -98,7 +98,7 @@ def _candidates(
 def _lock_instances(cursor: Any, dialect: Dialect, instance_ids: list[int]) -> set[int]:
     """Lock the instance rows that exist and nobody else holds; return their ids."""
     marks = ", ".join(["%s"] * len(instance_ids))
-    if dialect.vendor == "sqlite":  # a write first: SQLite's database lock, taken up front
+    if dialect.write_lock_first:  # a write first: the database lock, taken up front
         cursor.execute(
             f"UPDATE {dialect.t_instances} SET id = id WHERE id IN ({marks}) RETURNING id",
             instance_ids,
@@ -116,7 +116,7 @@ def _delete_orphans(cursor: Any, dialect: Dialect, instance_ids: set[int]) -> No
     """Reminders of instances that no longer exist (only where the database does not
     cascade: constraints stripped, or MySQL non-InnoDB tables)."""
     marks = ", ".join(["%s"] * len(instance_ids))
-    if dialect.vendor != "sqlite":  # elsewhere a missing id may just have been locked
+    if dialect.skip_locked:  # a missing id may just have been locked (and skipped)
         cursor.execute(
             f"SELECT id FROM {dialect.t_instances} WHERE id IN ({marks})", list(instance_ids)
         )
@@ -133,7 +133,7 @@ def _due_rows(
     cursor: Any, dialect: Dialect, ids: list[int], now: datetime | None
 ) -> tuple[list[DueReminder], datetime]:
     """The reminders among ``ids`` that are still due, locked, and the clock."""
-    arguments = "arguments::text" if dialect.vendor == "postgresql" else "arguments"
+    arguments = dialect.json_text("arguments")
     clock, params = _clock(dialect, now)
     marks = ", ".join(["%s"] * len(ids))
     cursor.execute(

@@ -91,6 +91,17 @@ class Dialect:
     supports_returning = False
     #: The deepest nesting of arrays/objects a JSON column accepts (checked before writing).
     json_max_depth = MAX_DEPTH
+    #: The database carries wake-up hints itself (``NOTIFY`` sent when a transaction commits).
+    listen_notify = False
+    #: One ``UPDATE ... FROM ... RETURNING`` claims rows and reads them joined to another table.
+    update_from_returning = False
+    #: A transaction must take the write lock with its first statement (a no-op ``UPDATE``),
+    #: never by upgrading a read lock, which could fail at once instead of waiting.
+    write_lock_first = False
+
+    def json_text(self, column: str) -> str:
+        """``column`` (a JSON column) read as its text."""
+        return column
 
     def __init__(self, connection: Any) -> None:
         self.connection = connection

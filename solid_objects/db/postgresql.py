@@ -19,6 +19,11 @@ class PostgreSQLDialect(Dialect):
     now = "now()"
     json = "%s::jsonb"
     supports_returning = True
+    listen_notify = True
+    update_from_returning = True
+
+    def json_text(self, column: str) -> str:
+        return f"{column}::text"
 
     @property
     def notify(self) -> bool:

@@ -20,6 +20,7 @@ class SQLiteDialect(Dialect):
     skip_locked = ""
     for_update = ""
     supports_returning = True
+    write_lock_first = True
 
     def now_plus(self, seconds: float) -> tuple[str, list[Any]]:
         return f"strftime({_FORMAT}, 'now', %s)", [f"{seconds:+.6f} seconds"]

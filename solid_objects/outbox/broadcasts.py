@@ -158,7 +158,7 @@ def claim(cursor: Any, dialect: Dialect, process_id: str, limit: int) -> list[Br
         f"updated_at = {n} WHERE id IN ({marks})",
         [process_id, *ids],
     )
-    value = "b.value::text" if dialect.vendor == "postgresql" else "b.value"
+    value = dialect.json_text("b.value")
     cursor.execute(
         f"SELECT b.id, b.broadcast_id, b.instance_id, b.observable_name, {value}, "
         "b.attempt_count, m.actor_type, m.actor_id, m.sequence "

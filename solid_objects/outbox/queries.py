@@ -40,7 +40,7 @@ class EffectRow:
 
 
 def _columns(dialect: Dialect) -> str:
-    arguments = "e.arguments::text" if dialect.vendor == "postgresql" else "e.arguments"
+    arguments = dialect.json_text("e.arguments")
     return (
         f"e.id, e.effect_id, e.name, {arguments}, e.success_operation, e.failure_operation, "
         "e.attempt_count, e.max_attempts, e.instance_id, e.message_id, i.actor_type, i.actor_id"
@@ -87,7 +87,7 @@ def claim(cursor: Any, dialect: Dialect, process_id: str, limit: int) -> list[Ef
         f"status = 'processing', claimed_by = %s, claimed_at = {n}, "
         f"attempt_count = e.attempt_count + 1, updated_at = {n}"
     )
-    if dialect.vendor == "postgresql":
+    if dialect.update_from_returning:
         cursor.execute(
             f"UPDATE {dialect.t_effects} e SET {sets} FROM {dialect.t_instances} i "
             f"WHERE i.id = e.instance_id AND e.id IN ({due}) RETURNING {_columns(dialect)}",
@@ -95,7 +95,7 @@ def claim(cursor: Any, dialect: Dialect, process_id: str, limit: int) -> list[Ef
         )
         return sorted((_row(row) for row in cursor.fetchall()), key=lambda r: r.id)
     sets = sets.replace("e.attempt_count", "attempt_count")
-    if dialect.vendor == "sqlite":
+    if dialect.write_lock_first:
         # Start the transaction with a write: SQLite takes its write lock there, never
         # upgrading a read lock (which could fail at once instead of waiting).
         cursor.execute(
@@ -194,7 +194,7 @@ def lock_instance(cursor: Any, dialect: Dialect, instance_id: int) -> bool:
     Taken before the effect row, in the order every other writer uses (instance first). On
     SQLite a no-op ``UPDATE`` takes the database write lock up front instead.
     """
-    if dialect.vendor == "sqlite":
+    if dialect.write_lock_first:
         cursor.execute(f"UPDATE {dialect.t_instances} SET id = id WHERE id = %s", [instance_id])
         return cursor.rowcount == 1
     cursor.execute(
