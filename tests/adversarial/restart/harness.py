@@ -25,6 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from solid_objects.conf import table
+from tests.support import processes
+from tests.support.processes import Commands
+from tests.support.waiting import wait_until
 
 from .servers import PrivateServer
 
@@ -60,19 +63,9 @@ PLAN: dict[str, Any] = {
 SCHEDULE = ("fast", "immediate", "fast", "immediate", "fast", "immediate")
 
 
-def environment(server: PrivateServer, log_level: str = "INFO") -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        {
-            "DATABASE_URL": server.url(DATABASE),
-            "SOLID_TEST_DATABASE_NAME": DATABASE,
-            "SOLID_TEST_SETTINGS_JSON": json.dumps(SETTINGS),
-            "SOLID_LOG": log_level,
-            "PYTHONUNBUFFERED": "1",
-            "DJANGO_SETTINGS_MODULE": "tests.settings",
-        }
-    )
-    return env
+def on_server(server: PrivateServer) -> dict[str, str]:
+    """What the suite's children need besides the usual environment to use the server."""
+    return {"DATABASE_URL": server.url(DATABASE), "DJANGO_SETTINGS_MODULE": "tests.settings"}
 
 
 def migrate(server: PrivateServer) -> None:
@@ -81,7 +74,7 @@ def migrate(server: PrivateServer) -> None:
     done = subprocess.run(
         [sys.executable, "tests/manage.py", "migrate", "--noinput", "-v", "0"],
         cwd=REPO_ROOT,
-        env=environment(server),
+        env=processes.environment(DATABASE, SETTINGS, "INFO", on_server(server)),
         capture_output=True,
         text=True,
         timeout=300,
@@ -115,41 +108,32 @@ class Run:
     report: dict[str, Any] = field(default_factory=dict)
     #: Size of each worker's log when the server came back the last time.
     log_offsets: dict[int, int] = field(default_factory=dict)
+    #: Starts (and at the end kills) every process of the run, on the private server.
+    processes: Commands = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.processes = Commands(self.directory, DATABASE, on_server(self.server))
 
     # -- processes -------------------------------------------------------------------------
     def start_worker(self, *args: str) -> subprocess.Popen[bytes]:
-        log = self.directory / f"worker-{len(self.workers)}.log"
-        with log.open("wb") as out:
-            proc = subprocess.Popen(
-                [sys.executable, "tests/manage.py", "run_actor_worker", *args],
-                cwd=REPO_ROOT,
-                # DEBUG: the signal log names the owner of every activation claimed.
-                env=environment(self.server, log_level="DEBUG"),
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        # DEBUG: the signal log names the owner of every activation claimed.
+        proc = self.processes.start("run_actor_worker", *args, settings=SETTINGS, log_level="DEBUG")
         self.workers.append(proc)
         return proc
 
     def start_load(self) -> None:
-        log = self.directory / "load.log"
-        with log.open("wb") as out:
-            self.load = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "tests.adversarial.restart.load",
-                    json.dumps(PLAN),
-                    str(self.directory / "load.json"),
-                ],
-                cwd=REPO_ROOT,
-                env=environment(self.server, log_level="ERROR"),
-                stdin=subprocess.PIPE,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        self.load = self.processes.start_program(
+            [
+                "-m",
+                "tests.adversarial.restart.load",
+                json.dumps(PLAN),
+                str(self.directory / "load.json"),
+            ],
+            name="load",
+            settings=SETTINGS,
+            log_level="ERROR",
+            stdin=subprocess.PIPE,
+        )
 
     def stop_load(self) -> dict[str, Any]:
         assert self.load is not None and self.load.stdin is not None
@@ -174,7 +158,7 @@ class Run:
         return codes
 
     def worker_log(self, proc: subprocess.Popen[bytes]) -> Path:
-        return self.directory / f"worker-{self.workers.index(proc)}.log"
+        return self.processes.log_path(proc)
 
     def claims_since_last_restart(self) -> dict[int, int]:
         """Activations each worker process claimed after the server came back the last time
@@ -187,10 +171,7 @@ class Run:
         return counts
 
     def kill_all(self) -> None:
-        for proc in [*self.workers, *([self.load] if self.load else [])]:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(10)
+        self.processes.kill_all()
 
     def logs(self) -> str:
         parts = []
@@ -232,25 +213,22 @@ class Run:
 
     # -- waiting ------------------------------------------------------------------------------
     def wait(self, predicate: Any, what: str, timeout: float = PATIENCE) -> Any:
-        deadline = time.monotonic() + timeout
-        pause = threading.Event()
-        while True:
+        """:func:`wait_until` ``predicate`` holds; an error of ``predicate`` counts as not
+        yet (the server may still be starting), a worker that exits fails at once."""
+
+        def checked() -> Any:
             try:
                 value = predicate()
             except Exception:  # the server may still be starting: try again
                 value = None
-            if value:
-                return value
             for proc in self.workers:
-                if proc.poll() is not None:
+                if not value and proc.poll() is not None:
                     raise AssertionError(
                         f"worker {proc.pid} exited with {proc.returncode}:\n{self.logs()}"
                     )
-            if time.monotonic() > deadline:
-                raise AssertionError(
-                    f"timed out after {timeout:.0f}s waiting for {what}:\n{self.logs()}"
-                )
-            pause.wait(0.1)
+            return value
+
+        return wait_until(checked, timeout, interval=0.1, what=what, details=self.logs)
 
     def sync_progress(self) -> dict[str, int]:
         """Completed sync messages per caller thread (the load's records are only known at
