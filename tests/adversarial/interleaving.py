@@ -9,11 +9,11 @@ two sessions is the one the test names, every run.
 from __future__ import annotations
 
 import re
-import time
 
 from django.db import connections
 
 from solid_objects.conf import get_settings
+from tests.support.waiting import wait_until
 
 from ..runtime.helpers import Worker
 
@@ -64,11 +64,12 @@ def wait_blocked_or_done(rival: Worker, alias: str | None = None) -> str:
     alias = alias or get_settings().DATABASE
     if connections[alias].vendor == "sqlite":
         return "serialised"
-    deadline = time.monotonic() + PATIENCE
-    while time.monotonic() < deadline:
+
+    def state() -> str:
         if rival.done.is_set():
             return "done"
-        if lock_waiters(alias):
-            return "blocked"
-        rival.done.wait(0.01)
-    raise AssertionError(f"{rival.name} neither blocked on a lock nor finished in {PATIENCE}s")
+        return "blocked" if lock_waiters(alias) else ""
+
+    return wait_until(
+        state, PATIENCE, interval=0.01, what=f"{rival.name} to block on a lock or finish"
+    )

@@ -8,13 +8,13 @@ the deadlock rolled back a waiter's whole transaction (the user's own writes wit
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 from django.contrib.auth.models import Group
 from django.db import transaction
 
 from solid_objects.models import Instance, Message
+from tests.support.waiting import wait_until
 from tests.testapp.actors.core import Counter
 
 from ..runtime.helpers import start_thread
@@ -37,11 +37,12 @@ def wait_for_waiters(count: int, alias: str = "default") -> None:
 
     if connections[alias].vendor == "sqlite":
         return
-    deadline = time.monotonic() + PATIENCE
-    while lock_waiters(alias) < count:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"fewer than {count} sessions waited for the creator's lock")
-        time.sleep(0.01)
+    wait_until(
+        lambda: lock_waiters(alias) >= count,
+        PATIENCE,
+        interval=0.01,
+        what=f"{count} sessions to wait for the creator's lock",
+    )
 
 
 @pytest.mark.parametrize("round_", range(ROUNDS))
