@@ -35,13 +35,19 @@ from .commit_writes import write_broadcasts, write_staged
 from .conf import get_settings
 from .db.base import Completion, LeaseRow, MessageRow
 from .db.vendors import dialect_for
-from .errors import LostActivation, SolidObjectsError, StateMigrationError, UnknownActorType
+from .errors import (
+    LostActivation,
+    SolidObjectsError,
+    StateMigrationError,
+    UnknownActorType,
+    is_retryable,
+)
 from .pause_points import pause_point
 from .registry import get_spec
 from .runtime.wakeup import notify_local
 from .runtime.wakeup_transports import hint_mode, notify_enabled, notify_sql
 from .spec import ActorInstance, ActorSpec
-from .turn import TurnOutcome, _is_retryable, describe_exception, run_turn
+from .turn import TurnOutcome, describe_exception, run_turn
 
 logger = logging.getLogger("solid_objects")
 
@@ -377,25 +383,9 @@ def _activate(alias: str, lease: LeaseRow, cache: ActivationCache | None) -> Act
     state = payloads.decode(state_json)
     if not isinstance(state, dict):
         state = {}
-    version = lease.state_version
     code_version = spec.cls.state_version
-    dirty = False
-    if version > code_version:
-        raise StateMigrationError(
-            f"{lease.actor_type}/{lease.actor_id} has state version {version}, newer than the "
-            f"code's state_version {code_version}"
-        )
-    while version < code_version:
-        migrate = spec.migrations[version]
-        try:
-            state = migrate(state)
-        except Exception as exc:
-            raise StateMigrationError(
-                f"migrating {lease.actor_type}/{lease.actor_id} state from version {version} "
-                f"failed: {exc}"
-            ) from exc
-        version += 1
-        dirty = True
+    dirty = lease.state_version != code_version
+    state = spec.migrate(state, lease.state_version, lease.actor_id)
     actor = spec.cls(lease.actor_id, state)
     actor.on_activate()
     if dirty:
@@ -605,7 +595,7 @@ def _failed_in_commit(outcome: TurnOutcome, exc: Exception) -> TurnOutcome:
         rejection=None,
         exception=exc,
         error=describe_exception(exc),
-        retryable=_is_retryable(exc),
+        retryable=is_retryable(exc),
         staged=None,
         broadcasts=None,
     )
@@ -860,7 +850,6 @@ def _record_failure(
             error=error_json,
             retry_seconds=delay,
         )
-        outcome.retry_in = delay
     else:
         dialect.dead_letter(
             cursor,

@@ -188,3 +188,22 @@ class DatabaseUnavailable(SolidObjectsError, OperationalError):
         self.committed = committed
         self.message_reference = message_reference
         super().__init__(message)
+
+
+#: Errors a retry meets again unchanged (the input itself is at fault): a turn or an effect
+#: failing with one is dead at once, never retried.
+NEVER_RETRYABLE: tuple[type[Exception], ...] = (
+    InvalidPayload,
+    PayloadTooLarge,
+    IdempotencyConflict,
+    UnknownOperation,
+)
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """The one retry policy of turns and effects: not for :data:`NEVER_RETRYABLE` errors;
+    otherwise the exception's ``retryable`` attribute (``False`` on :class:`Rejected`, any
+    exception may set it), retryable when it has none."""
+    if isinstance(exc, NEVER_RETRYABLE):
+        return False
+    return bool(getattr(exc, "retryable", True))

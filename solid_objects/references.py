@@ -87,12 +87,7 @@ class ActorReference(ActorAddress):
 
         def read(attempt: Attempt) -> Any:
             with connection.cursor() as cursor:
-                cursor.execute(
-                    f"SELECT id, state, state_version, state_revision FROM {dialect.t_instances} "
-                    "WHERE actor_type = %s AND actor_id = %s",
-                    [self.actor_type, self.actor_id],
-                )
-                return cursor.fetchone()
+                return dialect.committed_state(cursor, self.actor_type, self.actor_id)
 
         row = recovering(alias, "snapshot()", read)
         if row is None:
@@ -106,10 +101,8 @@ class ActorReference(ActorAddress):
                 state_version=self.spec.cls.state_version,
             )
         state = payloads.decode(row[1]) or {}
-        version = int(row[2])
-        while version < self.spec.cls.state_version and version in self.spec.migrations:
-            state = self.spec.migrations[version](state)
-            version += 1
+        state = self.spec.migrate(state, int(row[2]), self.actor_id)
+        version = self.spec.cls.state_version
         return Snapshot(
             self.spec,
             self.actor_id,
@@ -128,15 +121,8 @@ class ActorReference(ActorAddress):
 
         def delete(attempt: Attempt) -> bool:
             with transaction.atomic(using=alias), connection.cursor() as cursor:
-                cursor.execute(
-                    f"SELECT id FROM {dialect.t_instances} WHERE actor_type = %s "
-                    f"AND actor_id = %s{dialect.for_update}",
-                    [self.actor_type, self.actor_id],
-                )
-                row = cursor.fetchone()
-                if row is None:
+                if not dialect.destroy_instance(cursor, self.actor_type, self.actor_id):
                     return False
-                cursor.execute(f"DELETE FROM {dialect.t_instances} WHERE id = %s", [row[0]])
                 attempt.committing()  # a retry could destroy a newer incarnation
                 return True
 

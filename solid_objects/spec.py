@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
-from .errors import UnknownOperation
+from .errors import StateMigrationError, UnknownOperation
 
 REJECTION_CODE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -183,3 +183,31 @@ class ActorSpec:
             raise UnknownOperation(
                 f"{self.actor_type!r} has no operation {name!r}", name=name
             ) from None
+
+    def migrate(self, state: dict[str, Any], version: int, actor_id: str) -> dict[str, Any]:
+        """``state`` stored at ``version``, upgraded to the code's ``state_version`` one
+        ``@migrate_state`` step at a time (activation and snapshots alike).
+
+        :class:`StateMigrationError` when the stored version is newer than the code's, a
+        step is missing, or a step raises.
+        """
+        target = self.cls.state_version
+        what = f"{self.actor_type}/{actor_id}"
+        if version > target:
+            raise StateMigrationError(
+                f"{what} has state version {version}, newer than the code's state_version {target}"
+            )
+        while version < target:
+            step = self.migrations.get(version)
+            if step is None:
+                raise StateMigrationError(
+                    f"{what}: no @migrate_state({version}, {version + 1}) to upgrade its state"
+                )
+            try:
+                state = step(state)
+            except Exception as exc:
+                raise StateMigrationError(
+                    f"migrating {what} state from version {version} failed: {exc}"
+                ) from exc
+            version += 1
+        return state

@@ -20,10 +20,9 @@ from .errors import (
     ApplicationWriteForbidden,
     InvalidPayload,
     InvalidRejectionCode,
-    PayloadTooLarge,
     Rejected,
-    SolidObjectsError,
     UnknownOperation,
+    is_retryable,
 )
 from .mailbox import bind, validate_available_at, validate_identifier
 from .registry import get_commit_action
@@ -308,7 +307,6 @@ class TurnOutcome:
     is_query: bool = False
     duration: float = 0.0
     broadcasts: dict[str, Any] | None = None  # observables this turn changed
-    retry_in: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -413,7 +411,7 @@ def run_turn(
         outcome.kind = "failed"
         outcome.exception = exc
         outcome.error = describe_exception(exc)
-        outcome.retryable = _is_retryable(exc)
+        outcome.retryable = is_retryable(exc)
         outcome.staged = None
     outcome.duration = time.monotonic() - started
     return outcome
@@ -433,11 +431,3 @@ def _encode_rejection(rejection: Rejected, max_depth: int) -> str:
         limit=get_settings().MAX_RESULT_BYTES,
         max_depth=max_depth,
     )
-
-
-def _is_retryable(exc: BaseException) -> bool:
-    if isinstance(exc, InvalidPayload | PayloadTooLarge):
-        return False
-    if isinstance(exc, SolidObjectsError):
-        return exc.retryable
-    return bool(getattr(exc, "retryable", True))

@@ -88,7 +88,6 @@ class Dialect:
     #: Whether :meth:`commit_group` exists (one autocommit statement per group).
     single_statement_commit = False
     for_update = " FOR UPDATE"
-    supports_returning = False
     #: The deepest nesting of arrays/objects a JSON column accepts (checked before writing).
     json_max_depth = MAX_DEPTH
     #: The database carries wake-up hints itself (``NOTIFY`` sent when a transaction commits).
@@ -783,14 +782,126 @@ class Dialect:
             [instance_id],
         )
 
-    def delay_head(self, cursor: Any, instance_id: int, seconds: float) -> None:
-        at_sql, at_params = self.now_plus(seconds)
+    # -- the process registry --------------------------------------------------------------
+    def insert_process(
+        self,
+        cursor: Any,
+        process_id: str,
+        kind: str,
+        hostname: str,
+        pid: int,
+        metadata_json: str,
+    ) -> None:
+        """Register a running process (its heartbeat starts now)."""
+        n = self.now
         cursor.execute(
-            f"UPDATE {self.t_ready} SET available_at = {at_sql} WHERE instance_id = %s "
-            f"AND sequence = (SELECT s FROM (SELECT MIN(sequence) AS s FROM {self.t_ready} "
-            "WHERE instance_id = %s) AS head)",
-            [*at_params, instance_id, instance_id],
+            f"INSERT INTO {self.t_processes} (id, kind, hostname, pid, started_at, "
+            "last_heartbeat_at, metadata, shutdown_state, created_at, updated_at) VALUES "
+            f"(%s, %s, %s, %s, {n}, {n}, {self.json}, 'running', {n}, {n})",
+            [process_id, kind, hostname, pid, metadata_json],
         )
+
+    def heartbeat_process(self, cursor: Any, process_id: str, state: str | None) -> bool:
+        """Refresh the heartbeat (and set ``shutdown_state`` to ``state``, noting when a
+        drain was requested); ``False`` if the row is gone or stopped."""
+        n = self.now
+        sets = f"last_heartbeat_at = {n}, updated_at = {n}"
+        params: list[Any] = []
+        if state is not None:
+            sets += ", shutdown_state = %s"
+            params.append(state)
+            if state == "draining":
+                sets += f", shutdown_requested_at = {n}"
+        cursor.execute(
+            f"UPDATE {self.t_processes} SET {sets} WHERE id = %s AND shutdown_state <> 'stopped'",
+            [*params, process_id],
+        )
+        return bool(cursor.rowcount == 1)
+
+    def heartbeat_processes(self, cursor: Any, process_ids: Sequence[str]) -> set[str]:
+        """Refresh the heartbeat of every row in one statement; return the ids still
+        running (a second statement only when some row was found stopped)."""
+        n = self.now
+        marks = ", ".join(["%s"] * len(process_ids))
+        cursor.execute(
+            f"UPDATE {self.t_processes} SET last_heartbeat_at = {n}, updated_at = {n} "
+            f"WHERE id IN ({marks}) AND shutdown_state <> 'stopped'",
+            list(process_ids),
+        )
+        if cursor.rowcount == len(process_ids):
+            return set(process_ids)
+        cursor.execute(
+            f"SELECT id FROM {self.t_processes} WHERE id IN ({marks}) "
+            "AND shutdown_state <> 'stopped'",
+            list(process_ids),
+        )
+        return {row[0] for row in cursor.fetchall()}
+
+    def mark_process_stopped(
+        self, cursor: Any, process_id: str, silent_for: float | None = None
+    ) -> bool:
+        """Mark the process stopped (``silent_for``: only if its last heartbeat is at least
+        that many seconds old); ``True`` if this statement did it."""
+        stale_sql, params = "", []
+        if silent_for is not None:
+            limit_sql, params = self.now_plus(-silent_for)
+            stale_sql = f" AND last_heartbeat_at < {limit_sql}"
+        n = self.now
+        cursor.execute(
+            f"UPDATE {self.t_processes} SET shutdown_state = 'stopped', stopped_at = {n}, "
+            f"updated_at = {n} WHERE id = %s AND shutdown_state <> 'stopped'{stale_sql}",
+            [process_id, *params],
+        )
+        return bool(cursor.rowcount == 1)
+
+    def silent_processes(self, cursor: Any, silent_for: float) -> list[str]:
+        """Processes not stopped whose last heartbeat is more than ``silent_for`` s old."""
+        limit_sql, params = self.now_plus(-silent_for)
+        cursor.execute(
+            f"SELECT id FROM {self.t_processes} WHERE shutdown_state <> 'stopped' "
+            f"AND last_heartbeat_at < {limit_sql}",
+            params,
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+    def claims_without_lease(self, cursor: Any) -> list[int]:
+        """Instances whose claimed turn belongs to no live lease (expired, released or
+        taken over), at most 100."""
+        cursor.execute(
+            f"SELECT c.instance_id FROM {self.t_claimed} c JOIN {self.t_instances} i "
+            "ON i.id = c.instance_id WHERE i.activation_token IS NULL "
+            f"OR i.activation_expires_at <= {self.now} "
+            "OR i.activation_token <> c.activation_token LIMIT 100",
+            [],
+        )
+        return [int(row[0]) for row in cursor.fetchall()]
+
+    # -- reading and destroying an instance from its reference ----------------------------
+    def committed_state(
+        self, cursor: Any, actor_type: str, actor_id: str
+    ) -> tuple[int, Any, int, int] | None:
+        """``(instance_id, state, state_version, state_revision)`` as committed, or ``None``
+        (a plain read: no lock, may race an in-flight turn)."""
+        cursor.execute(
+            f"SELECT id, state, state_version, state_revision FROM {self.t_instances} "
+            "WHERE actor_type = %s AND actor_id = %s",
+            [actor_type, actor_id],
+        )
+        return cursor.fetchone()
+
+    def destroy_instance(self, cursor: Any, actor_type: str, actor_id: str) -> bool:
+        """Lock the instance row and delete it (the database cascades everything it owns);
+        ``False`` when there is none. Runs inside the caller's transaction."""
+        cursor.execute(
+            f"SELECT id FROM {self.t_instances} WHERE actor_type = %s "
+            f"AND actor_id = %s{self.for_update}",
+            [actor_type, actor_id],
+        )
+        row = cursor.fetchone()
+        if row is None:
+            return False
+        cursor.execute(f"DELETE FROM {self.t_instances} WHERE id = %s", [row[0]])
+        return True
 
     # -- reading a message's outcome -------------------------------------------------------
     def message_outcome(self, cursor: Any, message_id: int) -> tuple[Any, ...] | None:

@@ -18,7 +18,6 @@ class PostgreSQLDialect(Dialect):
     vendor = "postgresql"
     now = "now()"
     json = "%s::jsonb"
-    supports_returning = True
     listen_notify = True
     update_from_returning = True
 
@@ -33,12 +32,6 @@ class PostgreSQLDialect(Dialect):
         from ..runtime.wakeup_transports import notify_enabled
 
         return notify_enabled()
-
-    @notify.setter
-    def notify(self, enabled: bool | None) -> None:
-        from ..runtime.wakeup_transports import set_notify
-
-        set_notify(enabled)
 
     def now_plus(self, seconds: float) -> tuple[str, list[Any]]:
         return "(now() + %s * interval '1 microsecond')", [int(seconds * 1_000_000)]

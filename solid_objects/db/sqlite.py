@@ -19,7 +19,6 @@ class SQLiteDialect(Dialect):
     now = f"strftime({_FORMAT}, 'now')"
     skip_locked = ""
     for_update = ""
-    supports_returning = True
     write_lock_first = True
 
     def now_plus(self, seconds: float) -> tuple[str, list[Any]]:

@@ -14,7 +14,7 @@ from ..mailbox import Enqueued, enqueue
 from ..registry import get_spec
 
 if TYPE_CHECKING:
-    from .queries import EffectRow
+    from ..db.outbox import EffectRow
 
 
 def idempotency_key(row: EffectRow) -> str:

@@ -420,6 +420,4 @@ class BroadcastRole(Role):
         outcomes = deliver_due(
             self.alias, self.process_id, layer=layer, unrecorded=self._unrecorded
         )
-        if not outcomes:
-            self.polls += 1
         return bool(outcomes)

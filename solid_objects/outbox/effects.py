@@ -28,21 +28,20 @@ from django.db import DatabaseError, InterfaceError, OperationalError, connectio
 
 from .. import payloads, signals
 from ..conf import get_settings
+from ..db import outbox as queries
+from ..db.outbox import ACTOR_MESSAGE, EffectRow
 from ..db.vendors import dialect_for
 from ..errors import (
     IdempotencyConflict,
-    InvalidPayload,
-    PayloadTooLarge,
     SolidObjectsError,
-    UnknownOperation,
+    is_retryable,
 )
 from ..mailbox import enqueue
 from ..registry import get_effect, get_spec
 from ..runtime.roles import Role
 from ..runtime.wakeup import notify_local
 from ..turn import describe_exception
-from . import actor_messages, queries
-from .queries import ACTOR_MESSAGE, EffectRow
+from . import actor_messages
 
 logger = logging.getLogger("solid_objects")
 
@@ -135,18 +134,12 @@ def execute(row: EffectRow, alias: str) -> Attempt:
             row,
             ok=False,
             error=describe_exception(exc),
-            retryable=_retryable(exc),
+            retryable=is_retryable(exc),
             duration=time.monotonic() - started,
         )
     return Attempt(
         row, ok=True, result=result, result_json=result_json, duration=time.monotonic() - started
     )
-
-
-def _retryable(exc: BaseException) -> bool:
-    if isinstance(exc, InvalidPayload | PayloadTooLarge | IdempotencyConflict | UnknownOperation):
-        return False
-    return bool(getattr(exc, "retryable", True))
 
 
 # -- recording --------------------------------------------------------------------------------
@@ -164,7 +157,7 @@ def record(alias: str, process_id: str, attempt: Attempt) -> str:
             raise
         except (SolidObjectsError, DatabaseError) as exc:  # an actor message not deliverable
             attempt = replace(
-                attempt, ok=False, error=describe_exception(exc), retryable=_retryable(exc)
+                attempt, ok=False, error=describe_exception(exc), retryable=is_retryable(exc)
             )
             outcome = _record_failure(alias, process_id, attempt)
     else:

@@ -47,19 +47,14 @@ def register(kind: str, alias: str, metadata: dict[str, Any] | None = None) -> s
     process_id = str(uuid.uuid4())
     connection = connections[alias]
     dialect = dialect_for(connection)
-    n = dialect.now
     with transaction.atomic(using=alias), connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {dialect.t_processes} (id, kind, hostname, pid, started_at, "
-            "last_heartbeat_at, metadata, shutdown_state, created_at, updated_at) VALUES "
-            f"(%s, %s, %s, %s, {n}, {n}, {dialect.json}, 'running', {n}, {n})",
-            [
-                process_id,
-                kind,
-                socket.gethostname()[:255],
-                os.getpid(),
-                json.dumps(_metadata(metadata)),
-            ],
+        dialect.insert_process(
+            cursor,
+            process_id,
+            kind,
+            socket.gethostname()[:255],
+            os.getpid(),
+            json.dumps(_metadata(metadata)),
         )
     signals.send(signals.process_started, process_id=process_id, kind=kind, pid=os.getpid())
     return process_id
@@ -68,22 +63,8 @@ def register(kind: str, alias: str, metadata: dict[str, Any] | None = None) -> s
 def heartbeat(process_id: str, alias: str, state: str | None = None) -> bool:
     """Refresh the heartbeat; ``False`` if the row is gone or was marked stopped."""
     connection = connections[alias]
-    dialect = dialect_for(connection)
-    n = dialect.now
-    sets = f"last_heartbeat_at = {n}, updated_at = {n}"
-    params: list[Any] = []
-    if state is not None:
-        sets += ", shutdown_state = %s"
-        params.append(state)
-        if state == "draining":
-            sets += f", shutdown_requested_at = {n}"
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {dialect.t_processes} SET {sets} WHERE id = %s "
-            "AND shutdown_state <> 'stopped'",
-            [*params, process_id],
-        )
-        return cursor.rowcount == 1
+        return dialect_for(connection).heartbeat_process(cursor, process_id, state)
 
 
 def release_owned(alias: str, process_ids: list[str]) -> int:
@@ -112,21 +93,12 @@ def release_owned(alias: str, process_ids: list[str]) -> int:
     return released
 
 
-def _mark_stopped(
-    alias: str, process_id: str, stale_sql: str = "", params: list[Any] | None = None
-) -> bool:
-    """Mark the process stopped (``stale_sql``: only if its heartbeat is still that old);
+def _mark_stopped(alias: str, process_id: str, silent_for: float | None = None) -> bool:
+    """Mark the process stopped (``silent_for``: only if its heartbeat is still that old);
     ``True`` if this call did it, so two cleanups never both report the same process."""
     connection = connections[alias]
-    dialect = dialect_for(connection)
-    n = dialect.now
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {dialect.t_processes} SET shutdown_state = 'stopped', stopped_at = {n}, "
-            f"updated_at = {n} WHERE id = %s AND shutdown_state <> 'stopped'{stale_sql}",
-            [process_id, *(params or [])],
-        )
-        return cursor.rowcount == 1
+        return dialect_for(connection).mark_process_stopped(cursor, process_id, silent_for)
 
 
 def deregister(process_id: str, alias: str) -> None:
@@ -143,15 +115,8 @@ def cleanup_dead(alias: str, threshold: float | None = None) -> list[str]:
     that dies half-way is simply done again by the next one."""
     threshold = get_settings().PROCESS_ALIVE_THRESHOLD if threshold is None else threshold
     connection = connections[alias]
-    dialect = dialect_for(connection)
-    limit_sql, limit_params = dialect.now_plus(-threshold)
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT id FROM {dialect.t_processes} WHERE shutdown_state <> 'stopped' "
-            f"AND last_heartbeat_at < {limit_sql}",
-            limit_params,
-        )
-        dead = [row[0] for row in cursor.fetchall()]
+        dead = dialect_for(connection).silent_processes(cursor, threshold)
     if not dead:
         return []
     release_owned(alias, dead)
@@ -159,9 +124,7 @@ def cleanup_dead(alias: str, threshold: float | None = None) -> list[str]:
     # A process that heartbeated meanwhile was only slow: it stays registered (the leases
     # released above fail its fence; it takes new ones).
     marked = [
-        process_id
-        for process_id in dead
-        if _mark_stopped(alias, process_id, f" AND last_heartbeat_at < {limit_sql}", limit_params)
+        process_id for process_id in dead if _mark_stopped(alias, process_id, silent_for=threshold)
     ]
     for process_id in marked:
         logger.warning("process %s stopped heartbeating; its work was released", process_id)

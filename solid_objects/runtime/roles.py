@@ -65,7 +65,6 @@ class Role:
         self.index = index
         self.alias = supervisor.alias
         self.process_id = ""
-        self.polls = 0  # statements issued by empty polls, for idle-cost measurements
 
     @property
     def label(self) -> str:
@@ -190,14 +189,7 @@ class ActorRole(Role):
 def stale_claims(cursor: Any, dialect: Any) -> list[int]:
     """Instances whose claimed turn belongs to no live lease (expired, released or taken
     over): the next lease on them recovers the claim (retry, or dead letter at the limit)."""
-    cursor.execute(
-        f"SELECT c.instance_id FROM {dialect.t_claimed} c JOIN {dialect.t_instances} i "
-        "ON i.id = c.instance_id WHERE i.activation_token IS NULL "
-        f"OR i.activation_expires_at <= {dialect.now} "
-        "OR i.activation_token <> c.activation_token LIMIT 100",
-        [],
-    )
-    return [int(row[0]) for row in cursor.fetchall()]
+    return dialect.claims_without_lease(cursor)
 
 
 def renew_leases(alias: str, leases: list[Any]) -> None:

@@ -283,20 +283,5 @@ def heartbeat_all(alias: str, process_ids: list[str]) -> set[str]:
     if not process_ids:
         return set()
     connection = connections[alias]
-    dialect = dialect_for(connection)
-    n = dialect.now
-    marks = ", ".join(["%s"] * len(process_ids))
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {dialect.t_processes} SET last_heartbeat_at = {n}, updated_at = {n} "
-            f"WHERE id IN ({marks}) AND shutdown_state <> 'stopped'",
-            process_ids,
-        )
-        if cursor.rowcount == len(process_ids):
-            return set(process_ids)
-        cursor.execute(
-            f"SELECT id FROM {dialect.t_processes} WHERE id IN ({marks}) "
-            "AND shutdown_state <> 'stopped'",
-            process_ids,
-        )
-        return {row[0] for row in cursor.fetchall()}
+        return dialect_for(connection).heartbeat_processes(cursor, process_ids)

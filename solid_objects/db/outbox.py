@@ -1,4 +1,4 @@
-"""Every statement of the effect outbox protocol, in one place.
+"""Every statement of the effect outbox protocol, in one place (used by ``outbox/effects.py``).
 
 A claim moves due ``pending`` rows to ``processing`` (skipping rows another worker has
 locked), counts the attempt and is committed before the handler runs. The outcome is
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from .. import payloads
 
 if TYPE_CHECKING:
-    from ..db.base import Dialect
+    from .base import Dialect
 
 ACTOR_MESSAGE = "__actor_message__"
 
