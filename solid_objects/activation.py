@@ -416,6 +416,11 @@ def _refuse(alias: str, lease: LeaseRow, first: MessageRow, exc: Exception) -> N
     connection = connections[alias]
     dialect = dialect_for(connection)
     with transaction.atomic(using=alias), connection.cursor() as cursor:
+        # Like every change to the claim outside the fenced commit: under the row lock and
+        # only while the lease is ours (cleanup may have requeued the claim meanwhile).
+        if not dialect.hold_lease(cursor, lease):
+            logger.error("activation of %s/%s refused: %s", lease.actor_type, lease.actor_id, exc)
+            return
         dialect.unclaim_to_ready(cursor, lease.instance_id, first.id, get_settings().retry_delay(3))
         cursor.execute(
             f"UPDATE {dialect.t_messages} SET attempt_count = attempt_count - 1 "

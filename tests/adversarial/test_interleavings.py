@@ -304,3 +304,31 @@ def test_retention_never_deletes_an_actor_whose_next_message_is_being_enqueued()
     assert pruner.outcome().instances == 0
     assert ReadyMessage.objects.filter(message_id=message_id).exists()
     assert Message.objects.filter(id=message_id).exists()
+
+
+def test_a_refused_activation_racing_cleanup_puts_its_claim_back_once(owner):
+    """State newer than the code: the activation is refused and its claim put back. If
+    cleanup took the (slow, declared dead) worker's claim meanwhile, the refusal must not
+    put it back a second time."""
+    from solid_objects import StateMigrationError
+
+    ref = Counter.ref("refused-vs-cleanup")
+    message = ref.enqueue().add(1)
+    Instance.objects.filter(id=message.instance_id).update(state_version=99)
+
+    def activate_once():
+        with pytest.raises(StateMigrationError):
+            acquire(alias(), owner, [message.instance_id])
+
+    stop_heartbeating(owner)  # slow: cleanup will take it for dead
+    with pause_at("acquire.after_lease") as after_lease:
+        worker = start_thread(activate_once, "worker")
+        after_lease.wait_reached()
+        cleanup = start_thread(lambda: processes.cleanup_dead(alias(), threshold=60), "cleanup")
+        wait_blocked_or_done(cleanup)
+        after_lease.release()
+        worker.outcome()
+        cleanup.outcome()
+    assert rows_of(message.id) == (1, 0)  # back in the mailbox exactly once, waiting
+    instance = Instance.objects.get(id=message.instance_id)
+    assert instance.activation_token is None
