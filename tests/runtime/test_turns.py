@@ -286,6 +286,12 @@ def test_state_is_migrated_on_activation_and_persisted():
     assert instance.state == {"name": "after", "currency": "EUR"}
 
 
+def test_a_snapshot_of_state_newer_than_the_code_is_refused_like_an_activation():
+    _store_state("future-snapshot", '{"name": "from the future"}', 3)
+    with pytest.raises(StateMigrationError):
+        Versioned.ref("future-snapshot").snapshot()  # never unmigrated state read as current
+
+
 def test_state_newer_than_the_code_refuses_activation(owner):
     instance = _store_state("future", '{"name": "from the future"}', 3)
     ref = Versioned.ref("future")
