@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -195,10 +196,37 @@ def recovering(
         _depth.value -= 1
 
 
+#: How often a call the database chose as a deadlock victim is run again (before its commit
+#: was sent, the victim's transaction was the library's own and rolled back whole).
+DEADLOCK_RETRIES = 3
+
+
+def is_deadlock(exc: BaseException) -> bool:
+    """Whether the server rolled the transaction back to break a deadlock (or a
+    serialization failure): PostgreSQL SQLSTATE 40P01/40001, MySQL/MariaDB error 1213."""
+    for error in (exc, exc.__cause__):
+        if error is None:
+            continue
+        if getattr(error, "sqlstate", None) in ("40P01", "40001"):
+            return True
+        args = getattr(error, "args", ())
+        if args and args[0] == 1213:
+            return True
+    return False
+
+
 def _try(alias: str, work: Callable[[Attempt], T], attempt: Attempt) -> T:
-    discard_broken(alias)
-    release_abandoned(alias)
-    return work(attempt)
+    for retry in range(DEADLOCK_RETRIES + 1):
+        discard_broken(alias)
+        release_abandoned(alias)
+        try:
+            return work(attempt)
+        except OperationalError as exc:
+            if retry == DEADLOCK_RETRIES or attempt.commit_sent or not is_deadlock(exc):
+                raise
+            logger.info("a deadlock rolled the library's transaction back; running it again")
+            time.sleep(0.002 * (retry + 1))  # let the winner commit first
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _unavailable(
