@@ -715,8 +715,9 @@ def journal(p: Params) -> list[Result]:
 
 
 def contention(p: Params) -> list[Result]:
-    """Several caller processes making sync calls to ONE actor while a worker runs it
-    (issue 9, item 9): the latency a caller sees when another process holds the actor."""
+    """Several caller processes making sync calls to ONE actor while a worker runs it (a
+    stream of asynchronous messages keeps it busy; issue 9, item 9): the latency a caller
+    sees when another process holds the actor."""
     import json
     import tempfile
 
@@ -746,13 +747,34 @@ def contention(p: Params) -> list[Result]:
             )
             for path in outputs
         ]
+        # The worker keeps running the actor: a steady stream of asynchronous messages to it
+        # (one every 2 ms) while the callers call, as when the actor is busy.
+        done = threading.Event()
+
+        def stream() -> None:
+            from django.db import connections as thread_connections
+
+            ref = BenchCounter.ref("contended")
+            try:
+                while time.time() < start_at:
+                    time.sleep(0.001)
+                while not done.is_set():
+                    ref.enqueue().add(1)
+                    done.wait(0.002)
+            finally:
+                thread_connections.close_all()
+
+        streamer = threading.Thread(target=stream, daemon=True)
+        streamer.start()
         started = time.perf_counter()
         for proc in procs:
             proc.wait(300)
+        done.set()
+        streamer.join(30)
         elapsed = time.perf_counter() - started - max(0.0, start_at - time.time())
         samples = [value for path in outputs for value in json.loads(path.read_text())]
     pct = _percentiles(samples)
-    label = f"{callers} caller processes x {calls} sync calls, one actor, one worker"
+    label = f"{callers} callers x {calls} sync calls, one busy actor, one worker"
     for key, value in pct.items():
         out.append(Result(f"contended sync call, {key}", value, "ms", note=label))
     out.append(
