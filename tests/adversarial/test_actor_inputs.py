@@ -27,19 +27,15 @@ JSON file named by ``SOLID_HYPOTHESIS_COUNTS`` when it is set.
 from __future__ import annotations
 
 import itertools
-import json
 import math
-import os
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import pytest
 from django.db import connection, connections
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import solid_objects
@@ -59,68 +55,15 @@ from solid_objects.db.vendors import dialect_for
 from solid_objects.models import DeadLetter, Message
 from solid_objects.sync import caller_cache
 from tests.conftest import SOLID_OBJECTS_DELETE_ORDER
+from tests.support.generated import InputCounter, examples
 from tests.testapp.actors.inputs import BAD_VALUES, Echo
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def examples(count: int) -> settings:
-    return settings(
-        max_examples=count,
-        deadline=None,
-        database=None,
-        suppress_health_check=[
-            HealthCheck.function_scoped_fixture,
-            HealthCheck.too_slow,
-            HealthCheck.data_too_large,
-        ],
-    )
-
-
-# -- distinct inputs ---------------------------------------------------------------------------
-SEEN: dict[str, set[str]] = {}
-
-
-def _repr(value: Any) -> str:
-    try:
-        return repr(value)
-    except ValueError:  # an integer of more than 4,300 digits
-        previous = sys.get_int_max_str_digits()
-        sys.set_int_max_str_digits(0)
-        try:
-            return repr(value)
-        finally:
-            sys.set_int_max_str_digits(previous)
-
-
-def seen(test: str, *values: Any) -> None:
-    SEEN.setdefault(test, set()).add(_repr(values))
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _count_distinct_inputs(request: pytest.FixtureRequest) -> Iterator[None]:
-    yield
-    counts = {name: len(values) for name, values in sorted(SEEN.items())}
-    path = os.environ.get("SOLID_HYPOTHESIS_COUNTS")
-    if path:
-        target = Path(path)
-        merged = json.loads(target.read_text()) if target.exists() else {}
-        merged.update({f"{__name__}::{name}": count for name, count in counts.items()})
-        temporary = target.with_suffix(f"{target.suffix}.{os.getpid()}.tmp")
-        temporary.write_text(json.dumps(merged, indent=2, sort_keys=True))
-        temporary.replace(target)
-    line = (
-        f"solid_objects property tests on {connection.vendor}: "
-        f"{sum(counts.values())} distinct inputs over {len(counts)} tests"
-    )
-    plugins = request.config.pluginmanager
-    reporter = plugins.get_plugin("terminalreporter")
-    capture = plugins.get_plugin("capturemanager")
-    if reporter is None or capture is None:
-        print(line)
-        return
-    with capture.global_and_fixture_disabled():
-        reporter.write_line(line)
+counter = InputCounter("solid_objects")
+_count_distinct_inputs = counter.fixture()
+seen = counter.seen
 
 
 # -- rows ----------------------------------------------------------------------------------------

@@ -29,23 +29,19 @@ named by ``SOLID_HYPOTHESIS_COUNTS`` when it is set.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
-import os
-import sys
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
-from pathlib import Path
 from typing import Any
 
 import pytest
 from django.db import connection
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, given
 from hypothesis import strategies as st
 
+from tests.support.generated import InputCounter, examples
 from tilttek_activity import (
     ActivityError,
     ActivityNotFound,
@@ -79,66 +75,9 @@ pytestmark = pytest.mark.django_db
 LEDGER = "tests.activity.ledger"
 
 
-def examples(count: int) -> settings:
-    return settings(
-        max_examples=count,
-        deadline=None,
-        database=None,
-        suppress_health_check=[
-            HealthCheck.function_scoped_fixture,
-            HealthCheck.too_slow,
-            HealthCheck.data_too_large,
-            HealthCheck.filter_too_much,
-        ],
-    )
-
-
-# -- distinct inputs ---------------------------------------------------------------------------
-SEEN: dict[str, set[str]] = {}
-
-
-def _repr(value: Any) -> str:
-    try:
-        return repr(value)
-    except ValueError:  # an integer of more than 4,300 digits
-        previous = sys.get_int_max_str_digits()
-        sys.set_int_max_str_digits(0)
-        try:
-            return repr(value)
-        finally:
-            sys.set_int_max_str_digits(previous)
-
-
-def seen(test: str, *values: Any) -> None:
-    """Count one generated input of ``test`` (a digest of its ``repr``: inputs may be MBs)."""
-    text = _repr(values).encode("utf-8", "surrogatepass")
-    SEEN.setdefault(test, set()).add(hashlib.blake2b(text, digest_size=16).hexdigest())
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _count_distinct_inputs(request: pytest.FixtureRequest) -> Iterator[None]:
-    yield
-    counts = {name: len(values) for name, values in sorted(SEEN.items())}
-    path = os.environ.get("SOLID_HYPOTHESIS_COUNTS")
-    if path:
-        target = Path(path)
-        merged = json.loads(target.read_text()) if target.exists() else {}
-        merged.update({f"{__name__}::{name}": count for name, count in counts.items()})
-        temporary = target.with_suffix(f"{target.suffix}.{os.getpid()}.tmp")
-        temporary.write_text(json.dumps(merged, indent=2, sort_keys=True))
-        temporary.replace(target)
-    line = (
-        f"tilttek_activity property tests on {connection.vendor}: "
-        f"{sum(counts.values())} distinct inputs over {len(counts)} tests"
-    )
-    plugins = request.config.pluginmanager
-    reporter = plugins.get_plugin("terminalreporter")
-    capture = plugins.get_plugin("capturemanager")
-    if reporter is None or capture is None:
-        print(line)
-        return
-    with capture.global_and_fixture_disabled():
-        reporter.write_line(line)
+counter = InputCounter("tilttek_activity")
+_count_distinct_inputs = counter.fixture()
+seen = counter.seen
 
 
 # -- rows --------------------------------------------------------------------------------------
@@ -499,7 +438,7 @@ BAD_ARGUMENTS = {
 
 
 # -- record_activity ---------------------------------------------------------------------------
-@examples(450)
+@examples(450, HealthCheck.filter_too_much)
 @given(data=st.data())
 def test_record_activity_refuses_bad_input(data: Any) -> None:
     field = data.draw(st.sampled_from([*BAD_ARGUMENTS, "using"]), label="field")
@@ -514,7 +453,7 @@ def test_record_activity_refuses_bad_input(data: Any) -> None:
     refused(lambda: record_activity(member, verb, **call), field)
 
 
-@examples(200)
+@examples(200, HealthCheck.filter_too_much)
 @given(data=st.data())
 def test_record_activities_refuses_bad_input(data: Any) -> None:
     shape = data.draw(st.sampled_from(["container", "item", "field", "missing", "unknown"]))
@@ -559,7 +498,7 @@ def test_record_activities_refuses_bad_input(data: Any) -> None:
     refused(lambda: record_activities(items), expected)
 
 
-@examples(100)
+@examples(100, HealthCheck.filter_too_much)
 @given(
     data=st.data(),
     field=st.sampled_from(["idempotency_key", "occurred_at", "using", "twin"]),
@@ -624,7 +563,7 @@ BAD_FILTERS: dict[str, st.SearchStrategy[Any]] = {
 }
 
 
-@examples(250)
+@examples(250, HealthCheck.filter_too_much)
 @given(data=st.data())
 def test_entries_refuses_bad_filters(data: Any) -> None:
     field = data.draw(st.sampled_from(list(BAD_FILTERS)))
@@ -633,7 +572,7 @@ def test_entries_refuses_bad_filters(data: Any) -> None:
     refused(lambda: entries(**{field: value}), field)
 
 
-@examples(120)
+@examples(120, HealthCheck.filter_too_much)
 @given(
     member=st.none() | good_references,
     verb=st.none() | good_verbs,
@@ -781,7 +720,7 @@ PROJECTION_CALLS: dict[str, tuple[st.SearchStrategy[Any], Callable[[Any], Any], 
 }
 
 
-@examples(220)
+@examples(220, HealthCheck.filter_too_much)
 @given(data=st.data())
 def test_the_projection_api_refuses_bad_input(data: Any) -> None:
     name = data.draw(st.sampled_from(list(PROJECTION_CALLS)))
@@ -842,7 +781,7 @@ def unbounded_future(settings: Any) -> None:
     settings.TILTTEK_ACTIVITY = {**(settings.TILTTEK_ACTIVITY or {}), "MAX_FUTURE": None}
 
 
-@examples(160)
+@examples(160, HealthCheck.filter_too_much)
 @given(activity=good_activities())
 def test_valid_edge_values_round_trip_through_record_activity(
     unbounded_future: None, activity: dict[str, Any]
@@ -856,7 +795,7 @@ def test_valid_edge_values_round_trip_through_record_activity(
     assert retry.created is False and retry.entry == recorded.entry
 
 
-@examples(40)
+@examples(40, HealthCheck.filter_too_much)
 @given(activities=st.lists(good_activities(), min_size=1, max_size=6))
 def test_valid_edge_values_round_trip_through_record_activities(
     unbounded_future: None, activities: list[dict[str, Any]]
@@ -870,7 +809,7 @@ def test_valid_edge_values_round_trip_through_record_activities(
     assert [r.entry for r in record_activities(activities)] == [r.entry for r in results]
 
 
-@examples(40)
+@examples(40, HealthCheck.filter_too_much)
 @given(activity=good_activities(), spaces=st.integers(1, 3))
 def test_trailing_spaces_make_other_keys_and_references(
     unbounded_future: None, activity: dict[str, Any], spaces: int
