@@ -205,7 +205,14 @@ def contend(
     try:
         ready.wait()
         sessions = [w.session for w in contenders]
-        if connection.vendor in ("postgresql", "mysql"):
+        if cancel and connection.vendor == "postgresql":
+            # A PostgreSQL read never waits for the uncommitted recording: every canceller
+            # must have finished before the holder ends, or a late one would find it.
+            wait_for(
+                lambda: all(w.done.is_set() for w in contenders),
+                f"{waiters} cancellers of {key!r} to finish while the holder is open",
+            )
+        elif connection.vendor in ("postgresql", "mysql"):
             wait_for(
                 lambda: blocked(sessions) == waiters or any(w.done.is_set() for w in contenders),
                 f"{waiters} writers of {key!r} to block on the holder",
