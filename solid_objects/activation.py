@@ -33,7 +33,7 @@ from django.db import InterfaceError, OperationalError, connections, transaction
 from . import payloads, signals
 from .commit_writes import write_broadcasts, write_staged
 from .conf import get_settings
-from .db.base import Completion, LeaseRow, MessageRow
+from .db.dialect import Completion, LeaseRow, MessageRow
 from .db.vendors import dialect_for
 from .errors import (
     LostActivation,

@@ -13,7 +13,7 @@ from .conf import get_settings
 from .registry import get_commit_action
 
 if TYPE_CHECKING:
-    from .db.base import Dialect, LeaseRow
+    from .db.dialect import Dialect, LeaseRow
     from .spec import ActorSpec
     from .turn import StagedReminder, TurnOutcome
 

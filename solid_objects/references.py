@@ -16,8 +16,8 @@ from django.db import connections, transaction
 
 from . import payloads
 from .conf import get_settings
-from .db.base import as_datetime
 from .db.connections import Attempt, recovering
+from .db.dialect import as_datetime
 from .db.vendors import dialect_for
 from .errors import MessageFailed, Rejected, SyncTimeout
 from .mailbox import Enqueued, bind, enqueue, validate_available_at, validate_identifier

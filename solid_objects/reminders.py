@@ -30,7 +30,7 @@ from django.db import DatabaseError, InterfaceError, OperationalError, connectio
 
 from . import payloads, signals
 from .conf import get_settings
-from .db.base import Dialect, as_datetime
+from .db.dialect import Dialect, as_datetime
 from .db.vendors import dialect_for
 from .errors import IdempotencyConflict, SolidObjectsError
 from .mailbox import enqueue

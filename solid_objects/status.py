@@ -15,7 +15,7 @@ from typing import Any
 from django.db import connections
 
 from .conf import get_settings
-from .db.base import as_datetime
+from .db.dialect import as_datetime
 from .db.vendors import dialect_for
 
 

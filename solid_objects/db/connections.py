@@ -46,7 +46,7 @@ from .vendors import dialect_for
 
 if TYPE_CHECKING:
     from ..messages import MessageHandle
-    from .base import LeaseRow
+    from .dialect import LeaseRow
 
 logger = logging.getLogger("solid_objects")
 

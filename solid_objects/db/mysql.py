@@ -6,7 +6,7 @@ import hashlib
 import logging
 from typing import Any
 
-from .base import Dialect
+from .dialect import Dialect
 
 logger = logging.getLogger("solid_objects")
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from .. import payloads
 
 if TYPE_CHECKING:
-    from .base import Dialect
+    from .dialect import Dialect
 
 ACTOR_MESSAGE = "__actor_message__"
 

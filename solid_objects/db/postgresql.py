@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from .base import MESSAGE_COLUMNS, Completion, Dialect, LeaseRow, MessageRow
+from .dialect import MESSAGE_COLUMNS, Completion, Dialect, LeaseRow, MessageRow
 
 NOTIFY_CHANNEL = "solid_objects"
 

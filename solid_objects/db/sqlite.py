@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .base import Dialect, LeaseRow
+from .dialect import Dialect, LeaseRow
 
 _FORMAT = "'%%Y-%%m-%%d %%H:%%M:%%f'"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import Dialect
+from .dialect import Dialect
 
 _cache: dict[str, Dialect] = {}
 

@@ -49,7 +49,7 @@ from ..db.vendors import dialect_for
 from ..runtime.roles import Role
 
 if TYPE_CHECKING:
-    from ..db.base import Dialect
+    from ..db.dialect import Dialect
 
 logger = logging.getLogger("solid_objects")
 

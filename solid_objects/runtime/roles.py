@@ -18,8 +18,8 @@ from django.db import DatabaseError, InterfaceError, connections, transaction
 
 from ..activation import ActivationCache, acquire, run_pass
 from ..conf import get_settings
-from ..db.base import LeaseRow
 from ..db.connections import abandon, release_abandoned
+from ..db.dialect import LeaseRow
 from ..db.vendors import dialect_for
 from ..errors import LostActivation, StateMigrationError, UnknownActorType
 from ..pause_points import pause_point
