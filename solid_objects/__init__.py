@@ -6,6 +6,9 @@ See ``docs/actors.md``. Nothing here imports models, so the package can be impor
 Django loads its apps.
 """
 
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _distribution_version
+
 from .actor import Actor, attribute, migrate_state, observable, query
 from .errors import (
     ActorCallCycle,
@@ -31,6 +34,12 @@ from .errors import (
 )
 from .references import ActorReference, MessageReference, Snapshot, ref
 from .registry import commit_action, effect, register
+
+try:
+    #: The installed distribution's version (``django-solid-objects``, from its metadata).
+    __version__: str = _distribution_version("django-solid-objects")
+except PackageNotFoundError:  # imported from a checkout that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "Actor",

@@ -7,6 +7,8 @@ Django's app registry is ready (``INSTALLED_APPS`` imports this module first).
 from __future__ import annotations
 
 from importlib import import_module
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _distribution_version
 from typing import TYPE_CHECKING, Any
 
 from .errors import (
@@ -17,6 +19,12 @@ from .errors import (
     UnexpectedValueError,
     UnknownProjection,
 )
+
+try:
+    #: The installed distribution's version (``django-solid-objects``, from its metadata).
+    __version__: str = _distribution_version("django-solid-objects")
+except PackageNotFoundError:  # imported from a checkout that was never installed
+    __version__ = "0+unknown"
 
 if TYPE_CHECKING:
     from .catchup import CatchUpResult, catch_up, follow, wait_until_projected
