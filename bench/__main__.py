@@ -1,7 +1,8 @@
 """``python -m bench``: measure the runtime and the journal against raw baselines.
 
 Runs against ``DATABASE_URL`` (SQLite by default), prints a table and writes
-``bench/results/<database>.json``. See ``docs/benchmarks.md``.
+``.bench-results/<database>.json`` (ignored by git); ``--save`` writes the committed
+``bench/results/<database>.json`` instead. See ``docs/benchmarks.md``.
 """
 
 from __future__ import annotations
@@ -28,7 +29,14 @@ def main(argv: list[str] | None = None) -> int:
         "(worker RSS over --memory-turns turns: minutes, never in a default run)",
     )
     parser.add_argument("--quick", action="store_true", help="small counts (a smoke run)")
-    parser.add_argument("--output", default=None, help="JSON path (default bench/results/)")
+    parser.add_argument(
+        "--output", default=None, help="JSON path (default .bench-results/<database>.json)"
+    )
+    parser.add_argument(
+        "--save",
+        action="store_true",
+        help="write the committed bench/results/<database>.json (the published figures)",
+    )
     for name, default in (
         ("hot-messages", 2000),
         ("warm-actors", 200),
@@ -104,7 +112,11 @@ def main(argv: list[str] | None = None) -> int:
     database = connection.vendor
     version = _server_version()
     _print_table(database, version, results)
-    output = Path(args.output) if args.output else ROOT / "bench" / "results" / f"{database}.json"
+    if args.output:
+        output = Path(args.output)
+    else:
+        folder = ROOT / "bench" / "results" if args.save else ROOT / ".bench-results"
+        output = folder / f"{database}.json"
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(
         json.dumps(
