@@ -1,11 +1,16 @@
-"""Retrying dead letters: the original operation goes to the tail of the mailbox again."""
+"""Retrying dead letters: the original operation goes to the tail of the mailbox again.
+
+Operators reach it through ``DeadLetter.objects.retry()`` (admin, ``manage.py
+solid_objects_dead_letters --retry``); the statements are in
+:mod:`solid_objects.db.dead_letters`.
+"""
 
 from __future__ import annotations
 
 from django.db import connections, transaction
 
-from . import payloads
 from .conf import get_settings
+from .db import dead_letters as queries
 from .db.vendors import dialect_for
 from .mailbox import enqueue
 from .references import MessageReference, message_reference
@@ -27,28 +32,19 @@ def retry_dead_letter(dead_letter_id: int, using: str | None = None) -> MessageR
     dialect = dialect_for(connection)
     with transaction.atomic(using=alias):
         with connection.cursor() as cursor:
-            cursor.execute(
-                f"SELECT actor_type, actor_id, operation, arguments FROM {dialect.t_dead} "
-                "WHERE id = %s",
-                [dead_letter_id],
-            )
-            row = cursor.fetchone()
-        if row is None:
+            source = queries.retry_source(cursor, dialect, dead_letter_id)
+        if source is None:
             raise DeadLetterNotFound(f"no dead letter {dead_letter_id}")
-        actor_type, actor_id, operation, arguments = row
+        actor_type, actor_id, operation, arguments = source
         message = enqueue(
             get_spec(actor_type),
             actor_id,
             operation,
-            payloads.decode(arguments) or {},
+            arguments,
             delivery_mode="async",
             idempotency_key=f"dead-letter:{dead_letter_id}",
             using=alias,
         )
         with connection.cursor() as cursor:
-            cursor.execute(
-                f"UPDATE {dialect.t_dead} SET retried_message_id = %s, "
-                f"updated_at = {dialect.now} WHERE id = %s",
-                [message.message_id, dead_letter_id],
-            )
+            queries.mark_retried(cursor, dialect, dead_letter_id, message.message_id)
     return message_reference(message)

@@ -15,22 +15,24 @@ in ONE transaction:
    pass (the rest follow in the next passes).
 
 Time is the database clock, read in the same statement that reads the rows, unless a test
-passes ``now`` (:func:`solid_objects.testing.run_due_reminders`).
+passes ``now`` (:func:`solid_objects.testing.run_due_reminders`). The statements are in
+:mod:`solid_objects.db.reminders`.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from decimal import Decimal
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import DatabaseError, InterfaceError, OperationalError, connections, transaction
 
-from . import payloads, signals
+from . import signals
 from .conf import get_settings
-from .db.dialect import Dialect, as_datetime
+from .db import reminders as queries
+from .db.dialect import Dialect
+from .db.reminders import DueReminder
 from .db.vendors import dialect_for
 from .errors import IdempotencyConflict, SolidObjectsError
 from .mailbox import enqueue
@@ -50,21 +52,6 @@ ERROR_DELAY = 30.0
 TRANSIENT = (OperationalError, InterfaceError)
 
 
-@dataclass(slots=True)
-class DueReminder:
-    id: int
-    instance_id: int
-    actor_type: str
-    actor_id: str
-    name: str
-    operation: str
-    arguments: dict[str, Any]
-    next_run_at: datetime
-    interval: timedelta | None
-    occurrence: int
-    missed_policy: str
-
-
 @dataclass(frozen=True, slots=True)
 class Fired:
     """One message a reminder enqueued."""
@@ -75,122 +62,6 @@ class Fired:
     name: str
     occurrence: int
     message_id: int
-
-
-# -- statements ------------------------------------------------------------------------------
-def _clock(dialect: Dialect, now: datetime | None) -> tuple[str, list[Any]]:
-    return (dialect.now, []) if now is None else ("%s", [dialect.adapt_datetime(now)])
-
-
-def _candidates(
-    cursor: Any, dialect: Dialect, now: datetime | None, limit: int
-) -> list[tuple[int, int]]:
-    """Due reminders ``(id, instance_id)``: a non-locking probe on the due index."""
-    clock, params = _clock(dialect, now)
-    cursor.execute(
-        f"SELECT id, instance_id FROM {dialect.t_reminders} WHERE status = 'scheduled' "
-        f"AND next_run_at <= {clock} ORDER BY next_run_at, id LIMIT %s",
-        [*params, limit],
-    )
-    return [(int(row[0]), int(row[1])) for row in cursor.fetchall()]
-
-
-def _lock_instances(cursor: Any, dialect: Dialect, instance_ids: list[int]) -> set[int]:
-    """Lock the instance rows that exist and nobody else holds; return their ids."""
-    marks = ", ".join(["%s"] * len(instance_ids))
-    if dialect.write_lock_first:  # a write first: the database lock, taken up front
-        cursor.execute(
-            f"UPDATE {dialect.t_instances} SET id = id WHERE id IN ({marks}) RETURNING id",
-            instance_ids,
-        )
-    else:
-        cursor.execute(
-            f"SELECT id FROM {dialect.t_instances} WHERE id IN ({marks}) "
-            f"ORDER BY id{dialect.skip_locked}",
-            instance_ids,
-        )
-    return {int(row[0]) for row in cursor.fetchall()}
-
-
-def _delete_orphans(cursor: Any, dialect: Dialect, instance_ids: set[int]) -> None:
-    """Reminders of instances that no longer exist (only where the database does not
-    cascade: constraints stripped, or MySQL non-InnoDB tables)."""
-    marks = ", ".join(["%s"] * len(instance_ids))
-    if dialect.skip_locked:  # a missing id may just have been locked (and skipped)
-        cursor.execute(
-            f"SELECT id FROM {dialect.t_instances} WHERE id IN ({marks})", list(instance_ids)
-        )
-        instance_ids = instance_ids - {int(row[0]) for row in cursor.fetchall()}
-        if not instance_ids:
-            return
-        marks = ", ".join(["%s"] * len(instance_ids))
-    cursor.execute(
-        f"DELETE FROM {dialect.t_reminders} WHERE instance_id IN ({marks})", list(instance_ids)
-    )
-
-
-def _due_rows(
-    cursor: Any, dialect: Dialect, ids: list[int], now: datetime | None
-) -> tuple[list[DueReminder], datetime]:
-    """The reminders among ``ids`` that are still due, locked, and the clock."""
-    arguments = dialect.json_text("arguments")
-    clock, params = _clock(dialect, now)
-    marks = ", ".join(["%s"] * len(ids))
-    cursor.execute(
-        f"SELECT id, instance_id, actor_type, actor_id, name, operation, {arguments}, "
-        f"next_run_at, interval_seconds, occurrence, missed_policy, {dialect.now} "
-        f"FROM {dialect.t_reminders} WHERE id IN ({marks}) AND status = 'scheduled' "
-        f"AND next_run_at <= {clock} ORDER BY next_run_at, id{dialect.for_update}",
-        [*ids, *params],
-    )
-    rows = cursor.fetchall()
-    reminders = [
-        DueReminder(
-            id=int(row[0]),
-            instance_id=int(row[1]),
-            actor_type=row[2],
-            actor_id=row[3],
-            name=row[4],
-            operation=row[5],
-            arguments=payloads.decode(row[6]) or {},
-            next_run_at=_aware(row[7]),
-            interval=_interval(row[8]),
-            occurrence=int(row[9]),
-            missed_policy=row[10],
-        )
-        for row in rows
-    ]
-    if now is None:
-        now = _aware(rows[0][11]) if rows else datetime.now(UTC)
-    return reminders, now
-
-
-def _aware(value: Any) -> datetime:
-    parsed = as_datetime(value)
-    assert parsed is not None
-    return parsed
-
-
-def _interval(value: Any) -> timedelta | None:
-    if value is None:
-        return None
-    return timedelta(microseconds=int(Decimal(str(value)) * 1_000_000))
-
-
-def _advance(
-    cursor: Any,
-    dialect: Dialect,
-    reminder: DueReminder,
-    *,
-    occurrence: int,
-    next_run_at: datetime,
-    status: str,
-) -> None:
-    cursor.execute(
-        f"UPDATE {dialect.t_reminders} SET occurrence = %s, next_run_at = %s, status = %s, "
-        f"claimed_by = NULL, claimed_at = NULL, updated_at = {dialect.now} WHERE id = %s",
-        [occurrence, dialect.adapt_datetime(next_run_at), status, reminder.id],
-    )
 
 
 # -- firing ----------------------------------------------------------------------------------
@@ -255,24 +126,29 @@ def _fire(
             failure,
         )
         later = now + timedelta(seconds=ERROR_DELAY)
-        _advance(
-            cursor, dialect, reminder, occurrence=occurrence, next_run_at=later, status="scheduled"
-        )
-    elif reminder.interval is None:
-        _advance(
+        queries.advance(
             cursor,
             dialect,
-            reminder,
+            reminder.id,
+            occurrence=occurrence,
+            next_run_at=later,
+            status="scheduled",
+        )
+    elif reminder.interval is None:
+        queries.advance(
+            cursor,
+            dialect,
+            reminder.id,
             occurrence=occurrence,
             next_run_at=reminder.next_run_at,
             status="completed",
         )
     else:
         advanced = slots if failure is None else consumed
-        _advance(
+        queries.advance(
             cursor,
             dialect,
-            reminder,
+            reminder.id,
             occurrence=occurrence,
             next_run_at=reminder.next_run_at + advanced * reminder.interval,
             status="scheduled",
@@ -291,18 +167,18 @@ def fire_due_reminders(
     connection = connections[alias]
     dialect = dialect_for(connection)
     with connection.cursor() as cursor:
-        candidates = _candidates(cursor, dialect, now, limit)
+        candidates = queries.due_candidates(cursor, dialect, now, limit)
     if not candidates:
         return []
     instance_ids = sorted({instance_id for _, instance_id in candidates})
     fired: list[Fired] = []
     with transaction.atomic(using=alias), connection.cursor() as cursor:
-        locked = _lock_instances(cursor, dialect, instance_ids)
+        locked = queries.lock_instances(cursor, dialect, instance_ids)
         if len(locked) < len(instance_ids):
-            _delete_orphans(cursor, dialect, set(instance_ids) - locked)
+            queries.delete_orphans(cursor, dialect, set(instance_ids) - locked)
         ids = [reminder_id for reminder_id, instance_id in candidates if instance_id in locked]
         if ids:
-            reminders, clock = _due_rows(cursor, dialect, ids, now)
+            reminders, clock = queries.due_rows(cursor, dialect, ids, now)
             for reminder in reminders:
                 fired.extend(_fire(cursor, dialect, alias, reminder, clock))
     for item in fired:

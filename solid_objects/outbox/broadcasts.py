@@ -38,18 +38,17 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db import DatabaseError, InterfaceError, connections, transaction
 
 from .. import payloads, signals
 from ..channels_groups import group_name
 from ..conf import get_settings
+from ..db import broadcasts as queries
+from ..db.dialect import Dialect
 from ..db.vendors import dialect_for
 from ..runtime.roles import Role
-
-if TYPE_CHECKING:
-    from ..db.dialect import Dialect
 
 logger = logging.getLogger("solid_objects")
 
@@ -113,77 +112,33 @@ class Outcome:
     duration: float = 0.0
 
 
-# -- the protocol, statement by statement ------------------------------------------------------
+# -- the protocol (its statements: :mod:`solid_objects.db.broadcasts`) -------------------------
 def has_due(cursor: Any, dialect: Dialect) -> bool:
     """The idle poll: is any pending row due? (one indexed, non-locking statement)"""
-    cursor.execute(
-        f"SELECT id FROM {dialect.t_broadcasts} WHERE status = 'pending' "
-        f"AND available_at <= {dialect.now} LIMIT 1",
-        [],
-    )
-    return cursor.fetchone() is not None
+    return queries.any_due(cursor, dialect)
 
 
 def claim(cursor: Any, dialect: Dialect, process_id: str, limit: int) -> list[BroadcastRow]:
     """Inside the caller's transaction: move due rows to ``processing`` for ``process_id``,
     each only together with every unfinished row of its actor that precedes it."""
-    t = dialect.t_broadcasts
-    n = dialect.now
-    cursor.execute(
-        f"SELECT id, instance_id FROM {t} WHERE status = 'pending' "
-        f"AND available_at <= {n} ORDER BY available_at, id LIMIT %s{dialect.skip_locked}",
-        [limit],
-    )
-    candidates = {int(row_id): int(instance_id) for row_id, instance_id in cursor.fetchall()}
+    candidates = queries.due_candidates(cursor, dialect, limit)
     if not candidates:
         return []
     instances = sorted(set(candidates.values()))
-    marks = ", ".join(["%s"] * len(instances))
-    cursor.execute(
-        f"SELECT instance_id, id, CASE WHEN status = 'pending' AND available_at > {n} "
-        f"THEN 1 ELSE 0 END FROM {t} WHERE status IN ('pending', 'processing') "
-        f"AND instance_id IN ({marks}) AND id <= %s ORDER BY instance_id, id",
-        [*instances, max(candidates)],
-    )
-    ids, waiting = _claimable(candidates, cursor.fetchall())
+    unfinished = queries.unfinished_of_actors(cursor, dialect, instances, max(candidates))
+    ids, waiting = _claimable(candidates, unfinished)
     for retrying_id, blocked in waiting.items():
         # Rows stuck behind a retrying row leave the poll window until its retry is due,
         # so they cannot crowd other actors' rows out of the next claims.
-        _follow(cursor, dialect, blocked, retrying_id)
+        queries.follow_leader(cursor, dialect, blocked, retrying_id)
     if not ids:
         return []
-    marks = ", ".join(["%s"] * len(ids))
-    cursor.execute(
-        f"UPDATE {t} SET status = 'processing', claimed_by = %s, claimed_at = {n}, "
-        f"updated_at = {n} WHERE id IN ({marks})",
-        [process_id, *ids],
-    )
-    value = dialect.json_text("b.value")
-    cursor.execute(
-        f"SELECT b.id, b.broadcast_id, b.instance_id, b.observable_name, {value}, "
-        "b.attempt_count, m.actor_type, m.actor_id, m.sequence "
-        f"FROM {t} b JOIN {dialect.t_messages} m ON m.id = b.message_id "
-        f"WHERE b.id IN ({marks}) ORDER BY b.id",
-        ids,
-    )
-    return [
-        BroadcastRow(
-            id=int(row[0]),
-            broadcast_id=row[1],
-            instance_id=int(row[2]),
-            observable=row[3],
-            value=payloads.decode(row[4]) if isinstance(row[4], str | bytes) else row[4],
-            attempt_count=int(row[5]),
-            actor_type=row[6],
-            actor_id=row[7],
-            state_revision=int(row[8]),
-        )
-        for row in cursor.fetchall()
-    ]
+    queries.mark_processing(cursor, dialect, process_id, ids)
+    return [BroadcastRow(*row) for row in queries.claimed_rows(cursor, dialect, ids)]
 
 
 def _claimable(
-    candidates: dict[int, int], unfinished: list[tuple[Any, Any, Any]]
+    candidates: dict[int, int], unfinished: list[tuple[int, int, bool]]
 ) -> tuple[list[int], dict[int, list[int]]]:
     """Per actor, the longest run of its unfinished rows (in id order) that we locked; and,
     per row waiting for its retry, the locked rows of its actor stuck behind it."""
@@ -191,7 +146,6 @@ def _claimable(
     blocked_by: dict[int, int | None] = {}  # instance -> the retrying row blocking it
     waiting: dict[int, list[int]] = {}
     for instance_id, row_id, retrying in unfinished:
-        instance_id, row_id = int(instance_id), int(row_id)
         if instance_id in blocked_by:
             blocker = blocked_by[instance_id]
             if blocker is not None and row_id in candidates:
@@ -199,7 +153,7 @@ def _claimable(
             continue
         if row_id in candidates:
             ids.append(row_id)
-        elif int(retrying):
+        elif retrying:
             blocked_by[instance_id] = row_id
             waiting[row_id] = []
         else:  # in flight elsewhere, or locked by another claim: wait for it
@@ -207,41 +161,13 @@ def _claimable(
     return ids, {blocker: rows for blocker, rows in waiting.items() if rows}
 
 
-def _follow(
-    cursor: Any,
-    dialect: Dialect,
-    ids: list[int],
-    leader: int,
-    fence: str = "",
-    fence_params: list[Any] | None = None,
-) -> None:
-    """Give ``ids`` back as pending, due when row ``leader`` is (derived table: MySQL
-    cannot read the table it updates in a plain subquery)."""
-    t = dialect.t_broadcasts
-    marks = ", ".join(["%s"] * len(ids))
-    cursor.execute(
-        f"UPDATE {t} SET status = 'pending', claimed_by = NULL, claimed_at = NULL, "
-        f"available_at = (SELECT a FROM (SELECT available_at AS a FROM {t} WHERE id = %s) "
-        f"AS leader), updated_at = {dialect.now} WHERE id IN ({marks}){fence}",
-        [leader, *ids, *(fence_params or [])],
-    )
-
-
 def record(cursor: Any, dialect: Dialect, process_id: str, outcomes: list[Outcome]) -> None:
     """Inside the caller's transaction: write what happened to each claimed row. Only rows
     still ``processing`` under ``process_id`` change (a claim handed back by dead-process
     cleanup belongs to whoever claims it next)."""
-    t = dialect.t_broadcasts
-    n = dialect.now
-    fence = " AND status = 'processing' AND claimed_by = %s"
     delivered = [o.row.id for o in outcomes if o.error is None and not o.deferred]
     if delivered:
-        marks = ", ".join(["%s"] * len(delivered))
-        cursor.execute(
-            f"UPDATE {t} SET status = 'delivered', delivered_at = {n}, claimed_by = NULL, "
-            f"updated_at = {n} WHERE id IN ({marks}){fence}",
-            [*delivered, process_id],
-        )
+        queries.mark_delivered(cursor, dialect, process_id, delivered)
     settings = get_settings()
     failed_row: dict[int, int] = {}
     for outcome in outcomes:
@@ -249,17 +175,13 @@ def record(cursor: Any, dialect: Dialect, process_id: str, outcomes: list[Outcom
             continue
         failed_row[outcome.row.instance_id] = outcome.row.id
         attempt = outcome.row.attempt_count + 1
-        error = payloads.encode(_describe(outcome.error), what="error")
-        if attempt >= settings.MAX_ATTEMPTS:
-            status_sql, params = "'dead'", []
-        else:
-            at_sql, params = dialect.now_plus(settings.retry_delay(attempt))
-            status_sql = f"'pending', available_at = {at_sql}"
-        cursor.execute(
-            f"UPDATE {t} SET status = {status_sql}, attempt_count = attempt_count + 1, "
-            f"error = {dialect.json}, claimed_by = NULL, claimed_at = NULL, updated_at = {n} "
-            f"WHERE id = %s{fence}",
-            [*params, error, outcome.row.id, process_id],
+        queries.mark_failed(
+            cursor,
+            dialect,
+            process_id,
+            outcome.row.id,
+            payloads.encode(_describe(outcome.error), what="error"),
+            retry_in=None if attempt >= settings.MAX_ATTEMPTS else settings.retry_delay(attempt),
         )
     deferred: dict[int, list[int]] = {}
     for outcome in outcomes:
@@ -267,7 +189,7 @@ def record(cursor: Any, dialect: Dialect, process_id: str, outcomes: list[Outcom
             deferred.setdefault(failed_row[outcome.row.instance_id], []).append(outcome.row.id)
     for leader, ids in deferred.items():
         # Later rows of the actor wait for the failed one's retry (or go on if it is dead).
-        _follow(cursor, dialect, ids, leader, fence, [process_id])
+        queries.follow_leader(cursor, dialect, ids, leader, fenced_for=process_id)
 
 
 def _describe(error: BaseException) -> dict[str, Any]:

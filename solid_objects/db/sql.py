@@ -1,0 +1,69 @@
+"""Filling in named statements: a dialect's tables and fragments, and lists of parameters.
+
+The statements of ``db/broadcasts.py``, ``db/reminders.py``, ``db/dead_letters.py`` and
+``db/notify.py`` are module-level templates. Braces name what depends on the database and is
+fixed per dialect: the quoted tables (``{t_broadcasts}``, ``{t_instances}``...) and the
+fragments (``{now}``, ``{skip_locked}``, ``{for_update}``); ``%(name)s`` names a parameter.
+A statement that takes a list (``IN (...)``) gets one named parameter per item from
+:func:`in_list`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import lru_cache
+from typing import Any
+
+from .dialect import Dialect
+
+
+class _Fragments(dict[str, str]):
+    """The names a template may use: the extra fragments given, then the dialect's."""
+
+    def __init__(self, dialect: Dialect, extra: dict[str, str]) -> None:
+        super().__init__(extra)
+        self.dialect = dialect
+
+    def __missing__(self, key: str) -> str:
+        value = getattr(self.dialect, key)
+        if not isinstance(value, str):
+            raise KeyError(key)
+        return value
+
+
+@lru_cache(maxsize=256)
+def _render_fixed(dialect: Dialect, template: str) -> str:
+    return template.format_map(_Fragments(dialect, {}))
+
+
+def render(dialect: Dialect, template: str, **fragments: str) -> str:
+    """``template`` with ``dialect``'s tables and fragments (and ``fragments``) filled in.
+
+    A template with no call-time fragments is rendered once per dialect."""
+    if not fragments:
+        return _render_fixed(dialect, template)
+    return template.format_map(_Fragments(dialect, fragments))
+
+
+def in_list(name: str, values: Iterable[Any]) -> tuple[str, dict[str, Any]]:
+    """``("%(name_0)s, %(name_1)s, ...", {"name_0": ..., ...})`` for an ``IN (...)`` list."""
+    params = {f"{name}_{index}": value for index, value in enumerate(values)}
+    return ", ".join(f"%({key})s" for key in params), params
+
+
+def named_slots(fragment: str, *names: str) -> str:
+    """A dialect fragment written with positional ``%s`` slots (``Dialect.json``,
+    ``Dialect.now_plus``) with its slots named ``names``, in order; its ``%%`` stay escaped."""
+    return fragment.replace("%%", "%%%%") % tuple(f"%({name})s" for name in names)
+
+
+def json_param(dialect: Dialect, name: str) -> str:
+    """The placeholder of the JSON parameter ``name`` (with the cast the dialect needs)."""
+    return named_slots(dialect.json, name)
+
+
+def now_plus(dialect: Dialect, name: str, seconds: float) -> tuple[str, dict[str, Any]]:
+    """``now + seconds`` on the database clock, its parameter named ``name``."""
+    sql, values = dialect.now_plus(seconds)
+    (value,) = values
+    return named_slots(sql, name), {name: value}
