@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
 
+from asgiref.sync import sync_to_async
 from django.db import connections, transaction
 
-from . import payloads
+from . import aio, payloads
 from .conf import get_settings
 from .db.connections import Attempt, recovering
 from .db.dialect import as_datetime
@@ -28,6 +29,7 @@ from .sync import call_sync, sync_timeout, wait_for
 
 __all__ = [
     "ActorReference",
+    "AsyncReference",
     "MessageOutcome",
     "MessageReference",
     "Snapshot",
@@ -36,13 +38,20 @@ __all__ = [
 ]
 
 
-def ref(actor_type: str, actor_id: str) -> ActorReference:
+#: The actor class a reference addresses (what the mypy plugin checks calls against).
+A = TypeVar("A")
+#: The result type of a message.
+R = TypeVar("R")
+
+
+def ref(actor_type: str, actor_id: str) -> ActorReference[Any]:
     """``solid_objects.ref("shop.cart", "alice")``: resolves the type through the registry."""
     return ActorReference(get_spec(actor_type), actor_id)
 
 
-class ActorReference(ActorAddress):
-    """``Cart.ref("alice")``: call operations synchronously, enqueue them, snapshot, destroy."""
+class ActorReference(ActorAddress, Generic[A]):
+    """``Cart.ref("alice")``: call operations synchronously, enqueue them, snapshot, destroy.
+    ``ref.aio`` is the same reference for async code."""
 
     __slots__ = ("actor_id", "spec")
 
@@ -59,7 +68,14 @@ class ActorReference(ActorAddress):
             raise AttributeError(name)
         return self.sync().__getattr__(name)
 
-    def sync(self, timeout: float | None = None, idempotency_key: str | None = None) -> _SyncCalls:
+    @property
+    def aio(self) -> AsyncReference[A]:
+        """The awaitable face of this reference (``await ref.aio.add_item(...)``)."""
+        return AsyncReference(self)
+
+    def sync(
+        self, timeout: float | None = None, idempotency_key: str | None = None
+    ) -> _SyncCalls[A]:
         """Options of one sync call (checked here, :class:`InvalidPayload` if bad):
         ``timeout`` positive seconds (``None``: ``SYNC_TIMEOUT``, ``math.inf``: no
         deadline), ``idempotency_key`` an identifier."""
@@ -71,7 +87,7 @@ class ActorReference(ActorAddress):
 
     def enqueue(
         self, available_at: datetime | None = None, idempotency_key: str | None = None
-    ) -> _EnqueueCalls:
+    ) -> _EnqueueCalls[A]:
         """Options of one enqueue (checked here, :class:`InvalidPayload` if bad):
         ``available_at`` a timezone-aware datetime, ``idempotency_key`` an identifier."""
         validate_available_at(available_at)
@@ -79,7 +95,7 @@ class ActorReference(ActorAddress):
             validate_identifier(idempotency_key, "idempotency_key")
         return _EnqueueCalls(self, available_at, idempotency_key)
 
-    def snapshot(self, using: str | None = None) -> Snapshot:
+    def snapshot(self, using: str | None = None) -> Snapshot[A]:
         """The committed state (no message row; may race an in-flight turn)."""
         alias = using or get_settings().DATABASE
         connection = connections[alias]
@@ -130,7 +146,7 @@ class ActorReference(ActorAddress):
 
     def find_message(
         self, idempotency_key: str, using: str | None = None
-    ) -> MessageReference | None:
+    ) -> MessageReference[Any] | None:
         validate_identifier(idempotency_key, "idempotency_key")
         alias = using or get_settings().DATABASE
         connection = connections[alias]
@@ -168,11 +184,11 @@ class ActorReference(ActorAddress):
         return f"<ActorReference {self.actor_type}/{self.actor_id}>"
 
 
-class _SyncCalls:
+class _SyncCalls(Generic[A]):
     __slots__ = ("_idempotency_key", "_ref", "_timeout")
 
     def __init__(
-        self, reference: ActorReference, timeout: float | None, idempotency_key: str | None
+        self, reference: ActorReference[A], timeout: float | None, idempotency_key: str | None
     ) -> None:
         self._ref = reference
         self._timeout = timeout
@@ -197,11 +213,14 @@ class _SyncCalls:
         return call
 
 
-class _EnqueueCalls:
+class _EnqueueCalls(Generic[A]):
     __slots__ = ("_available_at", "_idempotency_key", "_ref")
 
     def __init__(
-        self, reference: ActorReference, available_at: datetime | None, idempotency_key: str | None
+        self,
+        reference: ActorReference[A],
+        available_at: datetime | None,
+        idempotency_key: str | None,
     ) -> None:
         self._ref = reference
         self._available_at = available_at
@@ -212,7 +231,7 @@ class _EnqueueCalls:
             raise AttributeError(name)
         operation = self._ref.spec.operation(name)
 
-        def send(*args: Any, **kwargs: Any) -> MessageReference:
+        def send(*args: Any, **kwargs: Any) -> MessageReference[Any]:
             arguments = bind(operation, args, kwargs)
 
             def write(attempt: Attempt) -> Enqueued:
@@ -240,7 +259,99 @@ class _EnqueueCalls:
         return send
 
 
-class Snapshot:
+class AsyncReference(Generic[A]):
+    """``ref.aio``: every call of :class:`ActorReference`, awaitable. Same semantics, errors
+    and limits; the database work runs in a worker thread (``sync_to_async``), waiting for
+    a result is an ``await`` (see :mod:`solid_objects.aio`)."""
+
+    __slots__ = ("reference",)
+
+    def __init__(self, reference: ActorReference[A]) -> None:
+        self.reference = reference
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return self.sync().__getattr__(name)
+
+    def sync(
+        self, timeout: float | None = None, idempotency_key: str | None = None
+    ) -> _AsyncSyncCalls[A]:
+        """Options of one awaited sync call, checked here as :meth:`ActorReference.sync`."""
+        self.reference.sync(timeout, idempotency_key)
+        return _AsyncSyncCalls(self.reference, timeout, idempotency_key)
+
+    def enqueue(
+        self, available_at: datetime | None = None, idempotency_key: str | None = None
+    ) -> _AsyncEnqueueCalls[A]:
+        """Options of one awaited enqueue, checked here as :meth:`ActorReference.enqueue`."""
+        return _AsyncEnqueueCalls(self.reference.enqueue(available_at, idempotency_key))
+
+    async def snapshot(self, using: str | None = None) -> Snapshot[A]:
+        return await sync_to_async(self.reference.snapshot)(using)
+
+    async def destroy(self, using: str | None = None) -> bool:
+        return await sync_to_async(self.reference.destroy)(using)
+
+    async def find_message(
+        self, idempotency_key: str, using: str | None = None
+    ) -> MessageReference[Any] | None:
+        validate_identifier(idempotency_key, "idempotency_key")
+        return await sync_to_async(self.reference.find_message)(idempotency_key, using)
+
+    def __repr__(self) -> str:
+        return f"<AsyncReference {self.reference.actor_type}/{self.reference.actor_id}>"
+
+
+class _AsyncSyncCalls(Generic[A]):
+    __slots__ = ("_idempotency_key", "_ref", "_timeout")
+
+    def __init__(
+        self, reference: ActorReference[A], timeout: float | None, idempotency_key: str | None
+    ) -> None:
+        self._ref = reference
+        self._timeout = timeout
+        self._idempotency_key = idempotency_key
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        operation = self._ref.spec.operation(name)
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            return await aio.call(
+                self._ref,
+                operation.name,
+                bind(operation, args, kwargs),
+                timeout=self._timeout,
+                idempotency_key=self._idempotency_key,
+                wrap=message_reference,
+            )
+
+        call.__name__ = name
+        return call
+
+
+class _AsyncEnqueueCalls(Generic[A]):
+    __slots__ = ("_calls",)
+
+    def __init__(self, calls: _EnqueueCalls[A]) -> None:
+        self._calls = calls
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        send = self._calls.__getattr__(name)
+
+        async def asend(*args: Any, **kwargs: Any) -> MessageReference[Any]:
+            reference: MessageReference[Any] = await sync_to_async(send)(*args, **kwargs)
+            return reference
+
+        asend.__name__ = name
+        return asend
+
+
+class Snapshot(Generic[A]):
     """Committed state read without a message; attributes fall back to their defaults."""
 
     def __init__(
@@ -280,8 +391,9 @@ class Snapshot:
 
 
 @dataclass(frozen=True)
-class MessageReference:
-    """A durable message. Status comes from table membership; reads bypass any ORM cache."""
+class MessageReference(Generic[R]):
+    """A durable message. Status comes from table membership; reads bypass any ORM cache.
+    ``aoutcome()``, ``astatus()`` and ``aresult()`` are the awaitable forms."""
 
     id: int
     request_id: str
@@ -339,14 +451,27 @@ class MessageReference:
     def status(self) -> str:
         return self.outcome().status
 
-    def result(self, timeout: float | None = None) -> Any:
+    async def aoutcome(self) -> MessageOutcome:
+        outcome: MessageOutcome = await sync_to_async(self.outcome)()
+        return outcome
+
+    async def astatus(self) -> str:
+        return (await self.aoutcome()).status
+
+    async def aresult(self, timeout: float | None = None) -> R:
+        """:meth:`result`, awaited: the waiting happens on the event loop."""
+        result: R = await aio.await_result(self, timeout)
+        return result
+
+    def result(self, timeout: float | None = None) -> R:
         """Wait for the outcome: the result, or raise :class:`Rejected` /
         :class:`MessageFailed`; :class:`SyncTimeout` when ``timeout`` seconds pass first.
 
         When no other process holds the actor, the caller runs it itself (caller-assisted),
         exactly as a synchronous call does.
         """
-        return wait_for(self, timeout)
+        result: R = wait_for(self, timeout)
+        return result
 
     def raise_or_return(self, outcome: MessageOutcome) -> Any:
         if outcome.status == "completed":
@@ -376,7 +501,7 @@ class MessageReference:
         )
 
 
-def message_reference(enqueued: Enqueued) -> MessageReference:
+def message_reference(enqueued: Enqueued) -> MessageReference[Any]:
     """The reference to a message :func:`~solid_objects.mailbox.enqueue` wrote or found."""
     return MessageReference(
         id=enqueued.message_id,

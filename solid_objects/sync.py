@@ -18,11 +18,13 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
+from weakref import WeakKeyDictionary
 
 from django.db import IntegrityError, OperationalError, connections
 
-from . import payloads
+from . import payloads, test_transaction
 from .activation import Activation, ActivationCache, Claim, acquire, activate, run_pass, take_lease
 from .conf import get_settings
 from .db.connections import CONNECTION_ERRORS, Attempt, abandon, recovering
@@ -51,9 +53,26 @@ T = TypeVar("T")
 
 #: Activations this process's callers keep warm between calls.
 caller_cache = ActivationCache(max_entries=1000)
+#: Inside a test's transaction (rolled back at its end) the warm activations and the caller
+#: registration live only as long as that transaction: one cache per test block.
+_test_caches: WeakKeyDictionary[Any, ActivationCache] = WeakKeyDictionary()
+
+
+def cache_for(alias: str) -> ActivationCache:
+    """The warm activations a caller on ``alias`` uses: :data:`caller_cache`, or inside a
+    test's transaction one of its own (nothing of a rolled-back test survives it)."""
+    scope = test_transaction.current(alias)
+    if scope is None:
+        return caller_cache
+    cache = _test_caches.get(scope)
+    if cache is None:
+        cache = _test_caches[scope] = ActivationCache(max_entries=1000)
+        callers.forget(alias)  # a registration made in an earlier test was rolled back
+    return cache
+
 
 _FIRST_WAIT = 0.002
-_MAX_WAIT = 0.1
+MAX_WAIT = 0.1
 #: Lock waits follow the deadline up to this many seconds (PostgreSQL's ``lock_timeout``
 #: takes at most 2**31 - 1 ms); a longer deadline still bounds the call as a whole.
 MAX_LOCK_WAIT = 24 * 86400.0
@@ -101,8 +120,22 @@ def _seconds(value: Any) -> float:
 class _Pending:
     """Marker: the caller could not finish the message itself this time."""
 
+    def __repr__(self) -> str:
+        return "PENDING"
 
-_PENDING = _Pending()
+
+PENDING: Any = _Pending()
+
+
+@dataclass(frozen=True)
+class Started:
+    """A sync call's message, enqueued; ``done`` is its result when the caller could run it
+    at once (otherwise :data:`PENDING`: wait for it with :func:`step`)."""
+
+    message: MessageHandle
+    alias: str
+    deadline: float | None
+    done: Any
 
 
 def call_sync(
@@ -117,6 +150,39 @@ def call_sync(
 ) -> Any:
     """Enqueue ``operation`` for ``reference`` and drive it to its outcome; ``wrap`` turns
     the enqueued message into the reference a timeout or an outage error carries."""
+    started = start_sync(
+        reference,
+        operation,
+        arguments,
+        timeout=timeout,
+        idempotency_key=idempotency_key,
+        wrap=wrap,
+        using=using,
+    )
+    if started.done is not PENDING:
+        return started.done
+    message, alias, deadline = started.message, started.alias, started.deadline
+    return recovering(
+        alias,
+        "sync call",
+        lambda attempt: _drive(message, deadline, alias, assist=True),
+        message_reference=message,
+    )
+
+
+def start_sync(
+    reference: ActorAddress,
+    operation: str,
+    arguments: dict[str, Any],
+    *,
+    timeout: float | None,
+    idempotency_key: str | None,
+    wrap: Callable[[Enqueued], MessageHandle],
+    using: str | None = None,
+) -> Started:
+    """The first half of a sync call (it never waits for another process): validate,
+    enqueue and claim in one transaction, and run the actor up to the message if the claim
+    succeeded. The async face runs this in a worker thread and waits on the event loop."""
     settings = get_settings()
     alias = using or settings.DATABASE
     if inside_turn():
@@ -138,19 +204,20 @@ def call_sync(
         dialect=dialect_for(connection),
         settings=settings,
     )
-    if connection.in_atomic_block:
+    if connection.in_atomic_block and not test_transaction.allows_sync(alias):
         raise SyncInsideTransaction(
             "a synchronous actor call cannot run inside transaction.atomic(): the caller must "
             "commit the message and then run the actor. Use ref.enqueue(...) inside the "
             "transaction, or mark the view with @transaction.non_atomic_requests"
         )
+    cache = cache_for(alias)
     deadline = None if timeout == math.inf else time.monotonic() + timeout
     lock_wait = min(timeout, MAX_LOCK_WAIT)
     claims: list[Claim | None] = []
 
     def enqueue_and_claim(owner: str, attempt: Attempt) -> MessageHandle:
         def claim_in_same_transaction(cursor: Any, enqueued: Enqueued) -> None:
-            claims.append(take_lease(cursor, alias, owner, [enqueued.instance_id], caller_cache))
+            claims.append(take_lease(cursor, alias, owner, [enqueued.instance_id], cache))
             attempt.committing()  # from here on the enqueue may have committed
             attempt.message_reference = wrap(enqueued)
 
@@ -199,26 +266,24 @@ def call_sync(
         ) from exc
     pending = claims[:1]
 
-    def finish(attempt: Attempt) -> Any:
+    def first_run(attempt: Attempt) -> Any:
         claim = pending.pop() if pending else None  # a retry never reuses the first lease
-        if claim is not None:
-            try:
-                activation = activate(alias, claim, caller_cache)
-            except CONNECTION_ERRORS:
-                abandon(alias, claim.lease)
-                raise
-            done = _run(message, alias, deadline, activation)
-            if done is not _PENDING:
-                return done
-        return _drive(message, deadline, alias, assist=True)
+        if claim is None:
+            return PENDING
+        try:
+            activation = activate(alias, claim, cache)
+        except CONNECTION_ERRORS:
+            abandon(alias, claim.lease)
+            raise
+        return _run(message, alias, deadline, activation)
 
-    return recovering(alias, "sync call", finish, message_reference=message)
+    done = recovering(alias, "sync call", first_run, message_reference=message)
+    return Started(message, alias, deadline, done)
 
 
 def wait_for(message: MessageHandle, timeout: float | None) -> Any:
-    seconds = wait_timeout(timeout)
-    deadline = None if seconds is None else time.monotonic() + seconds
-    assist = not inside_turn() and not connections[message.using].in_atomic_block
+    deadline = result_deadline(timeout)
+    assist = may_assist(message.using)
     return recovering(
         message.using,
         "result()",
@@ -227,35 +292,61 @@ def wait_for(message: MessageHandle, timeout: float | None) -> Any:
     )
 
 
+def result_deadline(timeout: float | None) -> float | None:
+    """The monotonic deadline of ``MessageReference.result(timeout=...)``."""
+    seconds = wait_timeout(timeout)
+    return None if seconds is None else time.monotonic() + seconds
+
+
+def may_assist(alias: str) -> bool:
+    """Whether a caller waiting for a result may run the actor itself: never inside a turn,
+    nor inside the caller's transaction (except a test's, see :mod:`.test_transaction`)."""
+    if inside_turn():
+        return False
+    return not connections[alias].in_atomic_block or test_transaction.allows_sync(alias)
+
+
 def _drive(message: MessageHandle, deadline: float | None, alias: str, *, assist: bool) -> Any:
     bell = doorbell("result")
     wait = _FIRST_WAIT
     while True:
         seen = bell.generation
-        if assist and message.instance_id:
-            done = _try_run(message, alias, deadline)
-            if done is not _PENDING:
-                return done
-        outcome = message.outcome()
-        if outcome.status in ("completed", "rejected", "dead"):
-            return message.raise_or_return(outcome)
+        done = step(message, alias, deadline, assist=assist)
+        if done is not PENDING:
+            return done
         remaining = None if deadline is None else deadline - time.monotonic()
-        if remaining is not None and remaining <= 0:
-            raise _timeout(message, outcome)
-        ensure_listener(alias)  # another process runs it: hear its result hint
-        bell.wait(seen, wait if remaining is None else min(wait, remaining))
-        wait = min(wait * 2, _MAX_WAIT)
+        bell.wait(seen, wait if remaining is None else max(min(wait, remaining), 0.0))
+        wait = min(wait * 2, MAX_WAIT)
+
+
+def step(message: MessageHandle, alias: str, deadline: float | None, *, assist: bool) -> Any:
+    """One look at a message being waited for (it never waits itself): run the actor if
+    ``assist`` and nobody holds it, else read the outcome. Returns the result (or raises
+    ``Rejected`` / ``MessageFailed``), raises :class:`SyncTimeout` past ``deadline``, or
+    returns :data:`PENDING` (the caller waits for a hint or a short delay, then steps again)."""
+    if assist and message.instance_id:
+        done = _try_run(message, alias, deadline)
+        if done is not PENDING:
+            return done
+    outcome = message.outcome()
+    if outcome.status in ("completed", "rejected", "dead"):
+        return message.raise_or_return(outcome)
+    remaining = None if deadline is None else deadline - time.monotonic()
+    if remaining is not None and remaining <= 0:
+        raise _timeout(message, outcome)
+    ensure_listener(alias)  # another process runs it: hear its result hint
+    return PENDING
 
 
 def _try_run(message: MessageHandle, alias: str, deadline: float | None) -> Any:
     remaining = None if deadline is None else deadline - time.monotonic()
     if remaining is not None and remaining <= 0:
-        return _PENDING
+        return PENDING
     activation = with_caller(
-        alias, lambda owner: acquire(alias, owner, [message.instance_id], caller_cache)
+        alias, lambda owner: acquire(alias, owner, [message.instance_id], cache_for(alias))
     )
     if activation is None:
-        return _PENDING
+        return PENDING
     return _run(message, alias, deadline, activation)
 
 
@@ -267,16 +358,16 @@ def _run(message: MessageHandle, alias: str, deadline: float | None, activation:
             stop_after=message.id,
             max_messages=1_000_000,
             max_seconds=remaining if remaining is not None else 3600.0,
-            cache=caller_cache,
+            cache=cache_for(alias),
         )
     except LostActivation:
-        return _PENDING
+        return PENDING
     except CONNECTION_ERRORS:
         abandon(alias, activation.lease)  # given back once a connection works again
         raise
     outcome = result.outcomes.get(message.id)
     if outcome is None:
-        return _PENDING
+        return PENDING
     # What the caller gets is decoded from what was stored, as any other reader of the
     # outcome gets it (never the handler's own objects, which may be the actor's state).
     if outcome.kind == "completed":
@@ -292,7 +383,7 @@ def _run(message: MessageHandle, alias: str, deadline: float | None, activation:
             error=error,
             message_id=message.id,
         ) from outcome.exception
-    return _PENDING  # failed, retry scheduled: wait for it (or time out)
+    return PENDING  # failed, retry scheduled: wait for it (or time out)
 
 
 def with_caller(alias: str, work: Callable[[str], T], lock_wait: float | None = None) -> T:

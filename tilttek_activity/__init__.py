@@ -27,6 +27,7 @@ except PackageNotFoundError:  # imported from a checkout that was never installe
     __version__ = "0+unknown"
 
 if TYPE_CHECKING:
+    from .aio import acancel_activity, aentries, arecord_activities, arecord_activity
     from .catchup import CatchUpResult, catch_up, follow, wait_until_projected
     from .journal import cancel_activity, record_activities, record_activity
     from .projections import Projection
@@ -47,8 +48,12 @@ __all__ = [
     "Recorded",
     "UnexpectedValueError",
     "UnknownProjection",
+    "acancel_activity",
     "activity_cancelled",
     "activity_recorded",
+    "aentries",
+    "arecord_activities",
+    "arecord_activity",
     "cancel_activity",
     "catch_up",
     "entries",
@@ -62,6 +67,10 @@ __all__ = [
 ]
 
 _LAZY = {
+    "acancel_activity": "aio",
+    "aentries": "aio",
+    "arecord_activities": "aio",
+    "arecord_activity": "aio",
     "ActivityEntry": "records",
     "Recorded": "records",
     "CatchUpResult": "catchup",

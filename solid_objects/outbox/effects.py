@@ -5,8 +5,10 @@ Per effect:
 1. **Claim** (one short transaction, committed before anything runs): a due ``pending`` row
    becomes ``processing`` under this process, its attempt counted (``SKIP LOCKED``).
 2. **Run** the handler registered with ``@solid_objects.effect(name)`` as
-   ``handler(arguments, context)`` outside any transaction. The supervisor's main thread
-   keeps heartbeating meanwhile, so a long handler is not taken for dead.
+   ``handler(arguments, context)`` outside any transaction (an ``async def`` handler is
+   awaited on an event loop of its own, :func:`asgiref.sync.async_to_sync`). The
+   supervisor's main thread keeps heartbeating meanwhile, so a long handler is not taken
+   for dead.
 3. **Record** (one short transaction, fenced on the claim): ``completed`` with the result
    and, atomically, the ``on_success`` callback enqueued into the emitting actor; or
    ``pending`` again after ``retry_delay(attempt)``; or ``dead`` after ``max_attempts`` (or
@@ -19,11 +21,13 @@ why handlers pass it to providers as their idempotency key.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
 from dataclasses import dataclass, replace
 from typing import Any
 
+from asgiref.sync import async_to_sync
 from django.db import DatabaseError, InterfaceError, OperationalError, connections, transaction
 
 from .. import payloads, signals
@@ -122,6 +126,8 @@ def execute(row: EffectRow, alias: str) -> Attempt:
     )
     try:
         result = handler(row.arguments, context)
+        if inspect.isawaitable(result):
+            result = async_to_sync(_awaited)(result)
         result_json = payloads.encode(
             result,
             what="effect result",
@@ -140,6 +146,10 @@ def execute(row: EffectRow, alias: str) -> Attempt:
     return Attempt(
         row, ok=True, result=result, result_json=result_json, duration=time.monotonic() - started
     )
+
+
+async def _awaited(awaitable: Any) -> Any:
+    return await awaitable
 
 
 # -- recording --------------------------------------------------------------------------------

@@ -9,14 +9,17 @@ doorbells when a hint arrives.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 
 class Doorbell:
-    """A condition with a generation counter."""
+    """A condition with a generation counter; callbacks (:meth:`subscribe`) are told of every
+    ring too, which is how an event loop waits for one without parking a thread."""
 
     def __init__(self) -> None:
         self._condition = threading.Condition()
         self._generation = 0
+        self._callbacks: set[Callable[[], None]] = set()
 
     @property
     def generation(self) -> int:
@@ -26,6 +29,19 @@ class Doorbell:
         with self._condition:
             self._generation += 1
             self._condition.notify_all()
+            callbacks = list(self._callbacks)
+        for callback in callbacks:
+            callback()
+
+    def subscribe(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` (from the ringing thread: it must be quick and thread-safe,
+        e.g. ``loop.call_soon_threadsafe``) on every ring until :meth:`unsubscribe`."""
+        with self._condition:
+            self._callbacks.add(callback)
+
+    def unsubscribe(self, callback: Callable[[], None]) -> None:
+        with self._condition:
+            self._callbacks.discard(callback)
 
     def wait(self, seen: int, timeout: float) -> bool:
         """Wait until the generation differs from ``seen``; ``True`` if it rang."""
