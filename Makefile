@@ -40,7 +40,7 @@ ifneq ($(strip $(shell cat $(STAMP) 2>/dev/null)),$(strip $(INSTALL_SPEC)))
 .PHONY: $(STAMP)
 endif
 
-.PHONY: help venv sysdeps test test-adversarial demo lint format bench tox clean
+.PHONY: help venv sysdeps test test-adversarial demo lint format bench docs docs-serve dist tox clean
 
 help:
 	@echo "make demo    run the example shop (web server + workers) on http://$(DEMO_HOST):$(DEMO_PORT)/"
@@ -49,6 +49,8 @@ help:
 	@echo "make lint    ruff check + ruff format --check"
 	@echo "make format  ruff format + ruff check --fix"
 	@echo "make bench   python -m bench (on DATABASE_URL)"
+	@echo "make docs    build the documentation site strictly into site/ (docs-serve: serve it)"
+	@echo "make dist    build the sdist and the wheel into dist/ and check them (twine --strict)"
 	@echo "make venv    create $(VENV) and install the project with extras [$(EXTRAS)]"
 	@echo "make tox     the tox matrix (Django 5.2/6.1 x sqlite/postgres/mariadb)"
 	@echo "make clean   remove $(VENV), test databases and logs"
@@ -123,6 +125,22 @@ bench: $(STAMP)
 	@test -f bench/__main__.py || { echo "bench: the benchmark package (bench/__main__.py) is not there yet" >&2; exit 1; }
 	$(PY) -m bench $(BENCH_ARGS)
 
+# The documentation site (mkdocs.yml): --strict makes every warning, such as a link to a missing
+# page or anchor, an error. The test suite runs the same build (tests/release/test_docs_site.py).
+DOCS_PORT ?= 8001
+export NO_MKDOCS_2_WARNING := 1
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict
+
+docs-serve: $(STAMP)
+	$(VENV)/bin/mkdocs serve --strict --dev-addr $(DEMO_HOST):$(DOCS_PORT)
+
+# The release artifacts, built in isolation as an index user's pip would (docs/releasing.md).
+dist: $(STAMP)
+	rm -rf dist
+	$(PY) -m build --outdir dist .
+	$(PY) -m twine check --strict dist/*
+
 # The example shop: migrate its database (SQLite in example_project/ unless DATABASE_URL says
 # otherwise), make sure the demo admin exists, then run the web server and the workers together.
 demo: $(STAMP)
@@ -151,4 +169,4 @@ tox: $(STAMP)
 	$(VENV)/bin/tox $(TOX_ARGS)
 
 clean:
-	rm -rf $(VENV) .venv-dj61 .tox .test-db build *.egg-info
+	rm -rf $(VENV) .venv-dj61 .tox .test-db .bench-results build dist site *.egg-info
