@@ -30,6 +30,7 @@ def _mkdocs(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 def test_the_site_builds_strictly(tmp_path: Path) -> None:
     built = _mkdocs("build", "--strict", "--site-dir", str(tmp_path / "site"), cwd=ROOT)
+    # A new page must be added to the nav of mkdocs.yml; a link must name an existing page.
     assert built.returncode == 0, built.stderr
     assert (tmp_path / "site" / "index.html").is_file()
     # Every page of docs/ is in the navigation and rendered, the changelog included.
