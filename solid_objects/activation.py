@@ -34,6 +34,8 @@ from . import payloads, signals
 from .commit_writes import write_broadcasts, write_staged
 from .conf import get_settings
 from .db.dialect import Completion, LeaseRow, MessageRow
+from .db.notify import notify_enabled
+from .db.notify import send as send_hint
 from .db.vendors import dialect_for
 from .errors import (
     LostActivation,
@@ -45,7 +47,7 @@ from .errors import (
 from .pause_points import pause_point
 from .registry import get_spec
 from .runtime.wakeup import notify_local
-from .runtime.wakeup_transports import hint_mode, notify_enabled, notify_sql
+from .runtime.wakeup.hints import hint_mode, publish, publish_result
 from .spec import ActorInstance, ActorSpec
 from .turn import TurnOutcome, describe_exception, run_turn
 
@@ -776,10 +778,10 @@ def _hand_off_in_transaction(cursor: Any, dialect: Any, activation: Activation) 
     """A sync caller releases the lease at its own message: look for due work left only
     where a hint can reach another process (this process's waiters are rung anyway)."""
     mode = hint_mode()
-    if dialect.listen_notify and notify_enabled():
+    if notify_enabled(dialect):
         if dialect.has_due(cursor, activation.lease.instance_id):
-            cursor.execute(*notify_sql("work"))  # sent when this transaction commits
-            cursor.execute(*notify_sql("result"))
+            send_hint(cursor, "work")  # sent when this transaction commits
+            send_hint(cursor, "result")
     elif mode == "redis":
         activation.handed_off = dialect.has_due(cursor, activation.lease.instance_id)
 
@@ -813,7 +815,7 @@ def _commit_group_in_one_statement(
             completions=completions,
             claim_next=keep_going,
             hand_off=hand_off and not keep_going,
-            notify=notify_enabled(),
+            notify=notify_enabled(dialect),
         )
         if not fenced:
             raise LostActivation(
@@ -874,8 +876,6 @@ def _after_commit(
 ) -> None:
     """Signals and wake-ups of a committed group. ``own_message`` is the message of the sync
     caller running this pass (it needs no hint)."""
-    from .runtime.wakeup_transports import publish, publish_result
-
     lease = activation.lease
     for outcome in outcomes:
         message = outcome.message

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from . import payloads
 from .conf import get_settings
+from .db.notify import notify_enabled
+from .db.notify import send as send_hint
 from .registry import get_commit_action
 
 if TYPE_CHECKING:
@@ -75,11 +77,8 @@ def _hint(cursor: Any, dialect: Dialect, kind: str) -> None:
     if this commit succeeds; identical notifications of one transaction are folded)."""
     if not dialect.listen_notify:
         return
-    from .runtime.wakeup_transports import notify_enabled, notify_sql
-
-    if notify_enabled():
-        sql, params = notify_sql(kind)
-        cursor.execute(sql, params)
+    if notify_enabled(dialect):
+        send_hint(cursor, kind)
 
 
 def _insert_effects(

@@ -169,7 +169,7 @@ def check_schema(alias: str) -> Finding:
 
 def check_wake_ups(alias: str) -> Finding:
     from .conf import get_settings
-    from .runtime.wakeup_transports import probe
+    from .runtime.wakeup.transports import probe
 
     result = probe(alias)
     if result.ok:

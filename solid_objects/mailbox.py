@@ -372,7 +372,7 @@ def _same_or_conflict(
 
 def _enqueued(spec: ActorSpec, actor_id: str, enqueued: Enqueued) -> None:
     notify_local("work")
-    from .runtime.wakeup_transports import publish_work
+    from .runtime.wakeup.hints import publish_work
 
     publish_work()
     signals.send(

@@ -45,7 +45,7 @@ from .messages import MessageHandle, MessageOutcome
 from .runtime import processes
 from .runtime.processes import callers
 from .runtime.wakeup import doorbell
-from .runtime.wakeup_transports import ensure_listener
+from .runtime.wakeup.transports import ensure_listener
 from .spec import ActorAddress
 from .write_guard import inside_turn
 

@@ -10,8 +10,9 @@ from datetime import datetime
 from typing import Any
 
 from .dialect import MESSAGE_COLUMNS, Completion, Dialect, LeaseRow, MessageRow
+from .notify import CHANNEL, notify_enabled
 
-NOTIFY_CHANNEL = "solid_objects"
+NOTIFY_CHANNEL = CHANNEL
 
 
 class PostgreSQLDialect(Dialect):
@@ -28,10 +29,8 @@ class PostgreSQLDialect(Dialect):
     def notify(self) -> bool:
         """Whether enqueue sends ``NOTIFY`` in its transaction: when the wake-up transport
         is LISTEN/NOTIFY (``WAKE_UP`` "auto" or "postgresql"; see
-        :mod:`solid_objects.runtime.wakeup_transports`, which can also force it)."""
-        from ..runtime.wakeup_transports import notify_enabled
-
-        return notify_enabled()
+        :mod:`solid_objects.db.notify`)."""
+        return notify_enabled(self)
 
     def now_plus(self, seconds: float) -> tuple[str, list[Any]]:
         return "(now() + %s * interval '1 microsecond')", [int(seconds * 1_000_000)]

@@ -30,9 +30,11 @@ from ..activation import ActivationCache
 from ..conf import get_settings
 from ..db.connections import close_quietly
 from ..db.vendors import dialect_for
-from . import processes, wakeup_transports
+from . import processes
 from .roles import Role, renew_leases
 from .wakeup import KINDS, doorbell
+from .wakeup import transports as wakeup_transports
+from .wakeup.listener import Listener
 
 logger = logging.getLogger("solid_objects")
 
@@ -93,7 +95,7 @@ class Supervisor:
         self._attention = threading.Event()  # a role thread ended: look at once
         self.process_ids: dict[str, str] = {}
         self.started = threading.Event()
-        self.transport: wakeup_transports.Transport | None = None
+        self.transport: Listener | None = None
 
     # -- leases in flight --------------------------------------------------------------------
     def track(self, lease: Any) -> None:

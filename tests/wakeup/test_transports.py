@@ -14,15 +14,12 @@ import redis
 from django.db import connection, transaction
 
 from solid_objects.db.vendors import dialect_for
-from solid_objects.runtime import wakeup_transports
+from solid_objects.db.notify import CHANNEL as PG_CHANNEL
 from solid_objects.runtime.wakeup import doorbell
-from solid_objects.runtime.wakeup_transports import (
-    PG_CHANNEL,
-    PostgreSQLListener,
-    RedisSubscriber,
-    redis_channel,
-    resolve_mode,
-)
+from solid_objects.runtime.wakeup import transports as wakeup_transports
+from solid_objects.runtime.wakeup.hints import resolve_mode
+from solid_objects.runtime.wakeup.postgresql import PostgreSQLListener
+from solid_objects.runtime.wakeup.redis import RedisSubscriber, redis_channel
 from tests.testapp.actors.broadcasts import Stamp
 
 pytestmark = pytest.mark.django_db(transaction=True)
