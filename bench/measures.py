@@ -493,7 +493,6 @@ def wakeup_latency(p: Params) -> list[Result]:
         with override_settings(SOLID_OBJECTS={**_current(), **overrides}):
             get_settings.cache_clear()
             try:
-                _start_wakeup_publisher(overrides)
                 with workers(1, overrides):
                     time.sleep(3.0)  # let the worker reach its idle back-off
                     for i in range(p.wakeup_samples):
@@ -523,17 +522,6 @@ def _current() -> dict[str, Any]:
     from django.conf import settings
 
     return dict(getattr(settings, "SOLID_OBJECTS", {}))
-
-
-def _start_wakeup_publisher(overrides: dict[str, Any]) -> None:
-    """The enqueueing side publishes through the configured transport too."""
-    try:
-        from solid_objects.runtime import wakeup_transports
-    except ImportError:
-        return
-    start = getattr(wakeup_transports, "start_publisher", None)
-    if start is not None:
-        start("default")
 
 
 def _wait_completed(message_id: int, timeout: float = 30.0) -> None:

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from django.db import connection
 
+from solid_objects.db.notify import CHANNEL as PG_CHANNEL
 from solid_objects.mailbox import enqueue
 from solid_objects.registry import get_spec
 from solid_objects.runtime import processes
-from solid_objects.db.notify import CHANNEL as PG_CHANNEL
 from solid_objects.testing import pause_at
 from tests.testapp.actors.core import Counter
 

@@ -13,8 +13,8 @@ import pytest
 import redis
 from django.db import connection, transaction
 
-from solid_objects.db.vendors import dialect_for
 from solid_objects.db.notify import CHANNEL as PG_CHANNEL
+from solid_objects.db.vendors import dialect_for
 from solid_objects.runtime.wakeup import doorbell
 from solid_objects.runtime.wakeup import transports as wakeup_transports
 from solid_objects.runtime.wakeup.hints import resolve_mode
