@@ -1,12 +1,19 @@
-"""Helpers for your test suite: run reminders and effects in the test process, no workers.
+"""Helpers for your test suite: run everything that is due in the test process, no workers.
 
-    from solid_objects.testing import run_due_reminders, run_pending_effects
+    from solid_objects.testing import drain
 
-    cart.add_item("shirt")                                   # schedules an expiry reminder
-    run_due_reminders(at=timezone.now() + timedelta(days=2))  # as if two days had passed
-    cart.status()                                            # the reminder's turn ran first
+    def test_cart(db):                                # pytest-django, or django.test.TestCase
+        cart = Cart.ref("a")
+        assert cart.add_item("shirt") == 1            # sync calls work in the test transaction
+        cart.enqueue().add_item("hat")
+        report = drain()                              # due turns, effects, reminders, broadcasts
+        drain(at=timezone.now() + timedelta(days=2))  # reminders due by then (a test clock)
 
-Both write through the same statements the worker roles use.
+:func:`drain` writes through the same statements the worker roles use: the same lease,
+claim and fenced commit, inside the test's transaction when there is one (see
+``docs/testing.md``). :func:`run_due_reminders` and :func:`run_pending_effects` run one
+kind of work only. :class:`SolidObjectsTestMixin` and the pytest plugin
+``solid_objects.pytest_plugin`` forget this process's warm activations between tests.
 
 :func:`pause_at` holds a runtime thread at a named protocol step
 (:mod:`solid_objects.pause_points`), so a test can run another session in between.
@@ -15,15 +22,40 @@ Both write through the same statements the worker roles use.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
+
+from django.db import connections
 
 from . import pause_points
+from .activation import acquire, run_pass
+from .conf import get_settings
+from .db.vendors import dialect_for
+from .errors import LostActivation, SolidObjectsError
+from .outbox.broadcasts import channel_layer, deliver_due
 from .outbox.effects import run_pending_effects
 from .reminders import fire_due_reminders
+from .runtime.processes import callers
+from .sync import cache_for, caller_cache, with_caller
 
-__all__ = ["Paused", "pause_at", "run_due_reminders", "run_pending_effects"]
+__all__ = [
+    "ROLES",
+    "DrainReport",
+    "NotDrained",
+    "Paused",
+    "SolidObjectsTestMixin",
+    "drain",
+    "pause_at",
+    "reset_runtime_state",
+    "run_due_reminders",
+    "run_pending_effects",
+]
+
+#: What :func:`drain` runs, in the order of each round.
+ROLES = ("actors", "effects", "reminders", "broadcasts")
 
 #: Passes :func:`run_due_reminders` makes at most (a ``missed="all"`` reminder enqueues up
 #: to ``reminders.MAX_CATCH_UP`` messages per pass).
@@ -43,6 +75,164 @@ def run_due_reminders(at: datetime | None = None, *, using: str | None = None) -
             break
         total += len(fired)
     return total
+
+
+@dataclass
+class DrainReport:
+    """What :func:`drain` ran: ``turns`` lists ``(actor_type, actor_id, message_id,
+    outcome)`` in the order they committed (``outcome``: ``completed``, ``rejected`` or
+    ``failed``, a failed turn being retried later or dead-lettered); the counts are of effect
+    attempts, reminder occurrences enqueued and broadcasts delivered."""
+
+    rounds: int = 0
+    turns: list[tuple[str, str, int, str]] = field(default_factory=list)
+    effects: int = 0
+    reminders: int = 0
+    broadcasts: int = 0
+
+    @property
+    def total(self) -> int:
+        return len(self.turns) + self.effects + self.reminders + self.broadcasts
+
+    def __bool__(self) -> bool:
+        return self.total > 0
+
+
+class NotDrained(SolidObjectsError, AssertionError):
+    """:func:`drain` still found work after ``max_rounds`` rounds (actors that keep
+    messaging each other, a recurring reminder with ``missed="all"`` far behind...)."""
+
+    def __init__(self, message: str, report: DrainReport) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+def drain(
+    *,
+    at: datetime | None = None,
+    roles: Sequence[str] = ROLES,
+    max_rounds: int = 100,
+    using: str | None = None,
+) -> DrainReport:
+    """Run everything that is due in this process until nothing is left; return what ran.
+
+    Each round fires the reminders due at ``at`` (a timezone-aware test clock; default: the
+    database's now), runs every actor with a due message (turns in mailbox order, through
+    the lease, claim and fenced commit workers use), delivers due effects (awaiting ``async``
+    handlers) and, when a Channels layer is configured, due broadcasts. Rounds repeat while
+    one did something: a turn's effect's callback, a message sent to another actor, all run.
+    Messages due later (``available_at``, a failed turn's retry delay) are left alone, and
+    :class:`NotDrained` is raised when work is still found after ``max_rounds`` rounds.
+
+    Works inside a test's transaction (``TestCase``, pytest-django's ``db``) and outside
+    one (``transaction=True``), never inside a block the test opened with ``atomic()``.
+    """
+    if at is not None and (not isinstance(at, datetime) or at.tzinfo is None):
+        raise ValueError("drain(at=...) needs a timezone-aware datetime")
+    unknown = sorted(set(roles) - set(ROLES))
+    if isinstance(roles, str) or unknown:
+        raise ValueError(f"drain(roles=...) takes a sequence of {ROLES}, got {roles!r}")
+    if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1:
+        raise ValueError(f"drain(max_rounds=...) must be a positive integer, got {max_rounds!r}")
+    alias = using or get_settings().DATABASE
+    report = DrainReport()
+    layer = channel_layer() if "broadcasts" in roles else None
+    while True:
+        before = report.total
+        if "reminders" in roles:
+            report.reminders += run_due_reminders(at, using=alias)
+        if "actors" in roles:
+            report.turns.extend(_run_due_actors(alias))
+        if "effects" in roles:
+            report.effects += run_pending_effects(alias)
+        if layer is not None:
+            report.broadcasts += _deliver_broadcasts(alias, layer)
+        if report.total == before:
+            return report
+        report.rounds += 1
+        if report.rounds >= max_rounds:
+            raise NotDrained(
+                f"drain(): work was still due after {max_rounds} rounds "
+                f"({len(report.turns)} turns, {report.effects} effects, "
+                f"{report.reminders} reminders, {report.broadcasts} broadcasts so far)",
+                report,
+            )
+
+
+def _run_due_actors(alias: str) -> list[tuple[str, str, int, str]]:
+    """One activation pass for every actor whose mailbox head is due now (a message it
+    sends, or one enqueued meanwhile, runs in the next round)."""
+    turns: list[tuple[str, str, int, str]] = []
+    connection = connections[alias]
+    with connection.cursor() as cursor:
+        due = dialect_for(connection).due_instances(cursor, 10_000)
+    cache = cache_for(alias)
+    for instance_id in due:
+        activation = with_caller(alias, _leaser(alias, instance_id, cache))
+        if activation is None:  # held by another process, or nothing due after all
+            continue
+        try:
+            result = run_pass(activation, cache=cache, max_messages=1_000_000)
+        except LostActivation:
+            continue
+        actor_type, actor_id = activation.spec.actor_type, activation.lease.actor_id
+        for message_id, outcome in result.outcomes.items():
+            turns.append((actor_type, actor_id, message_id, outcome.kind))
+    return turns
+
+
+def _leaser(alias: str, instance_id: int, cache: Any) -> Callable[[str], Any]:
+    return lambda owner: acquire(alias, owner, [instance_id], cache)
+
+
+def _deliver_broadcasts(alias: str, layer: Any) -> int:
+    process_id = callers.process_id(alias)
+    delivered = 0
+    while True:
+        outcomes = deliver_due(alias, process_id, layer=layer)
+        if not outcomes:
+            return delivered
+        delivered += sum(1 for outcome in outcomes if outcome.error is None)
+
+
+def reset_runtime_state() -> None:
+    """Forget this process's warm activations and caller registrations (call it between
+    tests that roll their rows back or flush the tables; the mixin and plugin do)."""
+    caller_cache.clear()
+    for alias in connections:
+        callers.forget(alias)
+
+
+class SolidObjectsTestMixin:
+    """For ``django.test.TestCase`` / ``TransactionTestCase``: forget warm activations and
+    caller registrations around every test, and offer :meth:`drain`::
+
+        class CartTests(SolidObjectsTestMixin, TestCase):
+            def test_checkout(self):
+                Cart.ref("a").add_item("shirt")
+                self.drain()
+    """
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        reset_runtime_state()
+        super().setUpClass()  # type: ignore[misc]  # the TestCase this is mixed into
+
+    def _post_teardown(self) -> None:  # Django's hook after each test and its rollback
+        try:
+            super()._post_teardown()  # type: ignore[misc]
+        finally:
+            reset_runtime_state()
+
+    def drain(
+        self,
+        *,
+        at: datetime | None = None,
+        roles: Sequence[str] = ROLES,
+        max_rounds: int = 100,
+        using: str | None = None,
+    ) -> DrainReport:
+        return drain(at=at, roles=roles, max_rounds=max_rounds, using=using)
 
 
 class Paused:

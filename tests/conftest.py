@@ -18,7 +18,7 @@ from tests.support.state import reset_runtime_state
 
 # db_vendor marker (run a test on some databases only; deselected, not skipped, elsewhere)
 # for plain `pytest` runs too; make/tox also pass `-p tests.plugins.fail_on_skip`.
-pytest_plugins = ["tests.plugins.fail_on_skip"]
+pytest_plugins = ["tests.plugins.fail_on_skip", "solid_objects.pytest_plugin"]
 
 # Children before parents: no delete depends on a cascade or hits a RESTRICT rule. Tests need
 # no help to end: Django's flush deletes every table, in any order, while leases and claims are
