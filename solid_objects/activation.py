@@ -30,6 +30,8 @@ from typing import Any
 
 from django.db import InterfaceError, OperationalError, connections, transaction
 
+from tilttek_activity.staging import JoinedInsert
+
 from . import payloads, signals
 from .commit_writes import write_broadcasts, write_staged
 from .conf import get_settings
@@ -719,11 +721,13 @@ def _commit_group(
         for o in outcomes
         if o.kind != "failed"
     ]
+    journal = [o.staged.activities for o in outcomes if o.kind == "completed" and o.staged]
     if (
         dialect.single_statement_commit
         and not connection.in_atomic_block
         and outcomes[-1].kind != "failed"
-        and not any(o.staged or o.broadcasts for o in outcomes)
+        and not any((o.staged and not o.staged.only_joinable) or o.broadcasts for o in outcomes)
+        and (not any(journal) or JoinedInsert.available(alias, journal))
     ):
         return _commit_group_in_one_statement(
             activation,
@@ -734,6 +738,7 @@ def _commit_group(
             keep_going=keep_going,
             yield_head=yield_head,
             hand_off=hand_off,
+            journal=JoinedInsert(alias, journal) if any(journal) else None,
         )
     with transaction.atomic(using=alias), connection.cursor() as cursor:
         fenced = dialect.fence(
@@ -796,9 +801,11 @@ def _commit_group_in_one_statement(
     keep_going: bool,
     yield_head: bool,
     hand_off: bool,
+    journal: JoinedInsert | None = None,
 ) -> MessageRow | None:
-    """The common case on PostgreSQL: a group that staged nothing commits in one statement,
-    and the next turn is claimed by a second one (each its own transaction)."""
+    """The common case on PostgreSQL: a group that staged nothing (or only journal entries
+    under derived keys, which join the statement) commits in one statement, and the next
+    turn is claimed by a second one (each its own transaction)."""
     settings = get_settings()
     lease = activation.lease
     connection = connections[activation.alias]
@@ -816,12 +823,15 @@ def _commit_group_in_one_statement(
             claim_next=keep_going,
             hand_off=hand_off and not keep_going,
             notify=notify_enabled(dialect),
+            joined=journal,
         )
         if not fenced:
             raise LostActivation(
                 f"{lease.actor_type}/{lease.actor_id}: the activation (generation "
                 f"{lease.generation}) was lost before its commit; nothing was written"
             )
+        if journal is not None:
+            journal.announce()
         activation.dirty = False
         lease.state_revision = revision
         # With nothing due after the group the statement released the lease itself.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.utils.module_loading import autodiscover_modules
@@ -112,6 +112,29 @@ class Actor:
 
     def commit_action(self, name: str, /, **arguments: Any) -> None:
         self._require_context().commit_action(name, arguments)
+
+    def record_activity(
+        self,
+        member: Any,
+        verb: str,
+        object: Any = None,
+        quantity: int = 1,
+        context: dict[str, Any] | None = None,
+        occurred_at: datetime | None = None,
+        idempotency_key: str | None = None,
+    ) -> str:
+        """A ``tilttek_activity`` journal entry written in this turn's fenced commit (so
+        never for a turn that fails or rejects, and once however often the turn runs);
+        validated now. Returns its idempotency key (for ``cancel_activity`` later)."""
+        return self._require_context().record_activity(
+            member,
+            verb,
+            object=object,
+            quantity=quantity,
+            context=context,
+            occurred_at=occurred_at,
+            idempotency_key=idempotency_key,
+        )
 
     # -- lifecycle hooks (deterministic, no I/O) -------------------------------------------
     def on_activate(self) -> None:

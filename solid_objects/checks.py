@@ -16,6 +16,7 @@ to start on a bad value, with a message naming the setting. Identifiers (``docs/
 ``E009``              ``REDIS_URL`` is not a Redis URL
 ``E010``              a policy is neither a callable nor the dotted path of one
 ``E011``              ``SOLID_OBJECTS`` itself is not a dict
+``E012``              actors record activity but the journal is on another database
 ``W001``              unknown key (probably a typo)
 ``W002``              ``WARN_STATE_BYTES`` above ``MAX_STATE_BYTES`` (never warns)
 ====================  ==========================================================
@@ -76,6 +77,68 @@ def name(key: str) -> str:
 
 def _error(key: str, text: str, id_: str, value: Any = None, hint: str | None = None) -> Error:
     return Error(f"{name(key)} {text}, got {value!r}.", hint=hint, id=f"solid_objects.{id_}")
+
+
+@register(TAG)
+def check_journal_database(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """``self.record_activity`` writes the journal inside the actor's fenced commit, so the
+    journal (``TILTTEK_ACTIVITY["DATABASE"]``) must be the actors' database. Reported only
+    when a registered actor's code calls ``record_activity`` (found in its compiled
+    methods), so an application that keeps its journal elsewhere and records from views
+    only is not bothered."""
+    from django.apps import apps
+
+    if not apps.is_installed("tilttek_activity"):
+        return []
+    from tilttek_activity.conf import problems as journal_problems
+    from tilttek_activity.conf import user_settings
+
+    from .conf import get_settings as solid_settings
+    from .registry import actor_types
+
+    raw = getattr(settings, "SOLID_OBJECTS", None)
+    if (
+        not isinstance(raw, Mapping)
+        or any(isinstance(m, Error) for m in check_settings())
+        or journal_problems()
+    ):
+        return []  # the settings checks report those first
+    journal = (user_settings() or {}).get("DATABASE", "default")
+    actors = solid_settings().DATABASE
+    if journal == actors:
+        return []
+    recording = sorted(
+        spec.actor_type for spec in actor_types().values() if _calls(spec.cls, "record_activity")
+    )
+    if not recording:
+        return []
+    return [
+        Error(
+            f"Actors {', '.join(recording)} call self.record_activity(), which writes the "
+            f'journal in their fenced commit on {actors!r}, but TILTTEK_ACTIVITY["DATABASE"] '
+            f"is {journal!r}.",
+            hint='Put the journal on the actors\' database (TILTTEK_ACTIVITY["DATABASE"]), or '
+            "record these activities from a view or a commit action instead.",
+            id="solid_objects.E012",
+        )
+    ]
+
+
+def _calls(cls: type, attribute: str) -> bool:
+    """Whether any function defined on ``cls`` (or its bases, nested functions included)
+    names ``attribute`` in its code."""
+    codes = [
+        value.__code__
+        for klass in cls.__mro__
+        for value in vars(klass).values()
+        if hasattr(value, "__code__") and klass.__module__ != "solid_objects.actor"
+    ]
+    while codes:
+        code = codes.pop()
+        if attribute in code.co_names:
+            return True
+        codes.extend(const for const in code.co_consts if hasattr(const, "co_names"))
+    return False
 
 
 @register(TAG)

@@ -1,12 +1,14 @@
 """What a turn staged, written inside its fenced commit: effects (including actor-to-actor
-messages), reminders, commit actions and broadcasts. Each kind is one statement per turn
-where the databases allow (multi-row ``INSERT``)."""
+messages), reminders, commit actions, journal entries and broadcasts. Each kind is one
+statement per turn where the databases allow (multi-row ``INSERT``)."""
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
+
+from tilttek_activity.staging import write_staged as write_activities
 
 from . import payloads
 from .conf import get_settings
@@ -70,6 +72,10 @@ def write_staged(
                 using=activation.alias,
             ),
         )
+    if staged.activities:
+        # The journal's own insert-once statements, in this transaction (its database is
+        # the actor's: a system check says so at start-up).
+        write_activities(activation.alias, staged.activities)
 
 
 def _hint(cursor: Any, dialect: Dialect, kind: str) -> None:

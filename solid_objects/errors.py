@@ -7,6 +7,9 @@ from typing import TYPE_CHECKING, Any
 from django.core.exceptions import ImproperlyConfigured
 from django.db import OperationalError
 
+from tilttek_activity.errors import IdempotencyConflict as ActivityIdempotencyConflict
+from tilttek_activity.errors import InvalidActivity
+
 if TYPE_CHECKING:
     from .messages import MessageHandle
 
@@ -191,12 +194,15 @@ class DatabaseUnavailable(SolidObjectsError, OperationalError):
 
 
 #: Errors a retry meets again unchanged (the input itself is at fault): a turn or an effect
-#: failing with one is dead at once, never retried.
+#: failing with one is dead at once, never retried. The journal's own input errors
+#: (``self.record_activity`` in a turn) are among them.
 NEVER_RETRYABLE: tuple[type[Exception], ...] = (
     InvalidPayload,
     PayloadTooLarge,
     IdempotencyConflict,
     UnknownOperation,
+    InvalidActivity,
+    ActivityIdempotencyConflict,
 )
 
 

@@ -14,6 +14,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from django.apps import apps
+from django.core.exceptions import ImproperlyConfigured
+
+from tilttek_activity.conf import get_settings as activity_settings
+from tilttek_activity.staging import StagedActivities
+
 from . import payloads
 from .conf import get_settings
 from .errors import (
@@ -82,10 +88,19 @@ class Staged:
     effects: list[StagedEffect] = field(default_factory=list)
     reminders: list[StagedReminder] = field(default_factory=list)
     commit_actions: list[StagedCommitAction] = field(default_factory=list)
+    activities: StagedActivities = field(default_factory=StagedActivities)
     replaced_reminders: list[str] = field(default_factory=list)  # filled by the commit
 
     def __bool__(self) -> bool:
-        return bool(self.effects or self.reminders or self.commit_actions)
+        return bool(self.effects or self.reminders or self.commit_actions or self.activities)
+
+    @property
+    def only_joinable(self) -> bool:
+        """Nothing staged but journal entries under derived keys: the fenced commit may
+        embed them in its single statement where the database has one."""
+        return not (self.effects or self.reminders or self.commit_actions) and (
+            self.activities.reserved
+        )
 
 
 class EffectHandle:
@@ -283,11 +298,66 @@ class TurnContext:
             )
         )
 
+    def record_activity(
+        self,
+        member: Any,
+        verb: Any,
+        *,
+        object: Any,
+        quantity: Any,
+        context: Any,
+        occurred_at: Any,
+        idempotency_key: Any,
+    ) -> str:
+        """Validate one journal entry now and stage it for the fenced commit; its key.
+
+        The default key is derived from the message id and the call's position in the turn,
+        so every run of this turn stages the same keys and the commit, which happens at most
+        once, writes each once."""
+        problem = _journal_problem()
+        if problem is not None:
+            error = ImproperlyConfigured(problem)
+            error.retryable = False  # type: ignore[attr-defined]
+            raise error
+        staged = self.staged.activities
+        draft = staged.stage(
+            member,
+            verb,
+            object=object,
+            quantity=quantity,
+            context=context,
+            occurred_at=occurred_at,
+            idempotency_key=idempotency_key,
+            derived_key=activity_key(self.message.id, len(staged)),
+        )
+        return draft.idempotency_key
+
     def commit_action(self, name: str, arguments: dict[str, Any]) -> None:
         if get_commit_action(name) is None:
             raise LookupError(f"no commit action {name!r} is registered")
         payloads.validate(arguments, what="commit action arguments")
         self.staged.commit_actions.append(StagedCommitAction(name, arguments))
+
+
+def _journal_problem() -> str | None:
+    """Why this process cannot record activity from a turn (the system check ``E012``
+    says so at start-up too), or None."""
+    if not apps.is_installed("tilttek_activity"):
+        return "self.record_activity() needs 'tilttek_activity' in INSTALLED_APPS"
+    journal = activity_settings().DATABASE
+    actors = get_settings().DATABASE
+    if journal != actors:
+        return (
+            f"self.record_activity() writes in the fenced commit on {actors!r}, but "
+            f'TILTTEK_ACTIVITY["DATABASE"] is {journal!r}'
+        )
+    return None
+
+
+def activity_key(message_id: int, position: int) -> str:
+    """The idempotency key of a turn's ``position``-th ``record_activity`` (from 0) when the
+    handler gives none."""
+    return f"solid_objects:message:{message_id}:{position}"
 
 
 @dataclass(slots=True)

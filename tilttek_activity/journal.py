@@ -20,8 +20,8 @@ from .db import backend_for
 from .db.base import Backend, Identity
 from .errors import ActivityError, ActivityNotFound, IdempotencyConflict, InvalidActivity
 from .limits import CANCELLED, KEY_LENGTH, RECORDED, REFERENCE_LENGTH, VERB_LENGTH
+from .notifying import listened, send_signals
 from .records import ActivityEntry, Recorded, decode_row
-from .signals import activity_cancelled, activity_recorded
 from .validation import Draft, json_text, validate_activity, validate_key, validate_occurred_at
 
 __all__ = ["cancel_activity", "record_activities", "record_activity"]
@@ -191,8 +191,8 @@ def _write(
             if differing:
                 raise IdempotencyConflict(draft.idempotency_key, draft.kind, differing, kept)
             results[draft.identity] = Recorded(kept, False)
-    if created and _listened(created):
-        transaction.on_commit(lambda: _send_signals(created, backend.alias), using=backend.alias)
+    if created and listened([entry.kind for entry in created]):
+        transaction.on_commit(lambda: send_signals(created, backend.alias), using=backend.alias)
     seen: set[Identity] = set()
     answers = []
     for draft in drafts:
@@ -216,33 +216,6 @@ def _chunks(drafts: Sequence[Draft], size: int) -> Iterable[Sequence[Draft]]:
         weight += row
     if start < len(drafts):
         yield drafts[start:]
-
-
-def _listened(entries: Sequence[ActivityEntry]) -> bool:
-    """Whether a receiver is connected (a signal nobody listens to costs no on_commit)."""
-    from .models import Entry
-
-    if any(entry.kind == CANCELLED for entry in entries) and activity_cancelled.has_listeners(
-        Entry
-    ):
-        return True
-    return activity_recorded.has_listeners(Entry)
-
-
-def _send_signals(entries: Sequence[ActivityEntry], alias: str) -> None:
-    from .models import Entry
-
-    for entry in entries:
-        signal = activity_cancelled if entry.kind == CANCELLED else activity_recorded
-        for receiver, result in signal.send_robust(sender=Entry, entry=entry, using=alias):
-            if isinstance(result, Exception):
-                logger.error(
-                    "%s receiver %r failed for entry %s",
-                    "activity_cancelled" if entry.kind == CANCELLED else "activity_recorded",
-                    receiver,
-                    entry.position,
-                    exc_info=result,
-                )
 
 
 def _draft_from_item(item: Mapping[str, Any], index: int, now: datetime, max_future: Any) -> Draft:

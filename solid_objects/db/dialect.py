@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from ..conf import table
 from ..payloads import MAX_DEPTH
@@ -46,6 +46,16 @@ class MessageRow:
     max_attempts: int
     request_id: str
     idempotency_key: str | None
+
+
+class JoinedWrite(Protocol):
+    """Another app's write made one more part of the single-statement group commit
+    (``tilttek_activity``'s journal entries): an ``INSERT ... RETURNING position`` whose FROM
+    joins the fence relation it is given, so it writes nothing when the fence fails."""
+
+    def statement(self, guard: str) -> tuple[str, list[Any]]: ...
+
+    def returned(self, positions: Sequence[int]) -> None: ...
 
 
 @dataclass(slots=True)

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from .dialect import MESSAGE_COLUMNS, Completion, Dialect, LeaseRow, MessageRow
+from .dialect import MESSAGE_COLUMNS, Completion, Dialect, JoinedWrite, LeaseRow, MessageRow
 from .notify import CHANNEL, notify_enabled
 
 NOTIFY_CHANNEL = CHANNEL
@@ -320,6 +320,7 @@ class PostgreSQLDialect(Dialect):
         claim_next: bool,
         hand_off: bool = False,
         notify: bool = False,
+        joined: JoinedWrite | None = None,
     ) -> tuple[bool, MessageRow | None, bool]:
         """The whole fenced commit of a group, and the claim of the next turn, in ONE
         statement run in autocommit: one round trip and one commit per group.
@@ -336,6 +337,10 @@ class PostgreSQLDialect(Dialect):
         follows the group, ``NOTIFY`` work and result hints in the same statement when
         ``notify``, so they go out exactly when it commits; the third value returned says
         whether such work is left without a hint sent (the caller publishes it otherwise).
+
+        ``joined`` (journal entries the group recorded): its INSERT becomes one more part
+        of the statement, joined on ``f`` like every other part, and learns the positions it
+        returned once the statement committed.
         """
         sets, params = self._fence_sets(
             state, state_version, state_revision, release or claim_next, lease_seconds
@@ -403,6 +408,10 @@ class PostgreSQLDialect(Dialect):
             *values,
             followers,
         ]
+        joined_sql, joined_params, joined_column = "", [], "NULL"
+        if joined is not None:
+            statement, joined_params = joined.statement("f")
+            joined_sql, joined_column = f", j AS ({statement})", "ARRAY(SELECT position FROM j)"
         if not claim_next:
             left_sql, left_params = "FALSE", []
             if hand_off:
@@ -421,18 +430,21 @@ class PostgreSQLDialect(Dialect):
                 else:
                     left_sql, left_params = f"EXISTS (SELECT 1 {due})", [followers]
             cursor.execute(
-                f"WITH {fence}, u AS (DELETE FROM {self.t_claimed} c USING f "
+                f"WITH {fence}{joined_sql}, u AS (DELETE FROM {self.t_claimed} c USING f "
                 "WHERE c.instance_id = f.id AND c.message_id = %s RETURNING c.message_id) "
                 "SELECT (SELECT COUNT(*) FROM f), (SELECT COUNT(*) FROM u), "
-                f"(SELECT COUNT(*) FROM d), (SELECT COUNT(*) FROM r), {left_sql}",
-                [*fence_params, claimed_message_id, *left_params],
+                f"(SELECT COUNT(*) FROM d), (SELECT COUNT(*) FROM r), {left_sql}, "
+                f"{joined_column}",
+                [*fence_params, *joined_params, claimed_message_id, *left_params],
             )
-            fenced, unclaimed, _done, _dropped, left = cursor.fetchone()
+            fenced, unclaimed, _done, _dropped, left, positions = cursor.fetchone()
+            if joined is not None and fenced == 1:
+                joined.returned(positions or [])
             return bool(fenced == 1 and unclaimed == 1), None, bool(left)
         columns = ", ".join(f"n.{c.strip()}" for c in MESSAGE_COLUMNS.split(","))
         columns = columns.replace("n.arguments", "n.arguments::text")
         cursor.execute(
-            f"WITH {fence}, "
+            f"WITH {fence}{joined_sql}, "
             f"head AS (SELECT h.id, h.message_id, h.available_at FROM {self.t_ready} h, f "
             "WHERE h.instance_id = f.id AND h.message_id <> ALL(%s) "
             "ORDER BY h.sequence LIMIT 1), "
@@ -449,15 +461,17 @@ class PostgreSQLDialect(Dialect):
             f"WHERE n.id = moved.message_id RETURNING {columns}) "
             "SELECT (SELECT COUNT(*) FROM f), "
             "(SELECT COUNT(*) FROM cu) + (SELECT COUNT(*) FROM cd), "
-            "(SELECT COUNT(*) FROM d), (SELECT COUNT(*) FROM r), nxt.* "
+            f"(SELECT COUNT(*) FROM d), (SELECT COUNT(*) FROM r), {joined_column}, nxt.* "
             "FROM (SELECT 1) AS one LEFT JOIN nxt ON TRUE",
-            [*fence_params, followers, claimed_message_id, claimed_message_id],
+            [*fence_params, *joined_params, followers, claimed_message_id, claimed_message_id],
         )
         row = cursor.fetchone()
         fenced, unclaimed = row[0], row[1]
+        if joined is not None and fenced == 1:
+            joined.returned(row[4] or [])
         if not (fenced == 1 and unclaimed == 1):
             return False, None, False
-        next_message = None if row[4] is None else self._message_from_row(row[4:])
+        next_message = None if row[5] is None else self._message_from_row(row[5:])
         return True, next_message, False
 
     def state_unless_cached(

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime, tzinfo
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, tzinfo
 from functools import cached_property
 from typing import Any, ClassVar, Literal
 
@@ -159,6 +159,41 @@ class Backend:
         writing them (``cancel_activity`` reads the recorded entry this way)."""
         return self.read_kept(identities)
 
+    # -- writing inside an owner's transaction (staged entries) ------------------------------
+
+    #: Whether :meth:`joined_insert` exists: an INSERT another statement can embed.
+    joins_inserts: ClassVar[bool] = False
+
+    def database_now(self) -> datetime:
+        """The database's time, aware, to the second. Here the process's clock (SQLite runs
+        in-process: its clock is the process's)."""
+        return datetime.now(UTC).replace(microsecond=0)
+
+    def insert_staged(self, drafts: Sequence[Draft], *, reserved: bool) -> InsertOutcome:
+        """Insert-once inside the caller's transaction, dated by the database when written
+        (``recorded_at``, and ``occurred_at`` unless given). ``reserved``: only this
+        transaction can write these keys (the caller derived them from something it holds
+        locked), so there is no race to guard against. Drafts have distinct identities."""
+        return self.insert_once(dated(drafts, self.database_now()))
+
+    def joined_insert(self, drafts: Sequence[Draft], guard: str) -> tuple[str, list[Any]]:
+        """``INSERT ... RETURNING position`` of reserved drafts, writing nothing unless the
+        relation ``guard`` of the embedding statement has a row (see ``joins_inserts``)."""
+        raise NotImplementedError
+
+    def read_positions(self, positions: Sequence[int]) -> list[Row]:
+        """The entries at these positions, in position order."""
+        if not positions:
+            return []
+        placeholders = ", ".join(["%s"] * len(positions))
+        sql = (
+            f"SELECT {self.select_list} FROM {self.entry_table} "
+            f"WHERE {self.columns[0]} IN ({placeholders}) ORDER BY {self.columns[0]}"
+        )
+        with self.connection.cursor() as cursor:
+            cursor.execute(sql, list(positions))
+            return cursor.fetchall()
+
     # -- reading ----------------------------------------------------------------------------
 
     def read_after(self, position: int, limit: int) -> list[Row]:
@@ -221,3 +256,11 @@ class Backend:
         (catch-up then falls back to ``GAP_SETTLE_SECONDS``). May raise
         :class:`EvidenceDelayed`."""
         return None
+
+
+def dated(drafts: Sequence[Draft], now: datetime) -> list[Draft]:
+    """The drafts as written at ``now``: ``recorded_at``, and ``occurred_at`` unless given."""
+    return [
+        replace(d, recorded_at=now, occurred_at=d.occurred_at if d.occurred_at_given else now)
+        for d in drafts
+    ]

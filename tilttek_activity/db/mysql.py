@@ -43,7 +43,7 @@ import re
 import time
 import uuid
 from collections.abc import Collection, Iterable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from django.db import DatabaseError, OperationalError, transaction
@@ -59,6 +59,7 @@ from .base import (
     InsertOutcome,
     Row,
     TransactionEvidence,
+    dated,
 )
 from .innodb import compound_write, lock_name
 
@@ -171,6 +172,41 @@ class MySQLBackend(Backend):
 
     def retryable(self, exc: BaseException) -> bool:
         return bool(exc.args) and exc.args[0] == DEADLOCK
+
+    def database_now(self) -> datetime:
+        with self.connection.cursor() as cursor:
+            cursor.execute("SELECT UTC_TIMESTAMP()")
+            value = cursor.fetchone()[0]
+        return value.replace(tzinfo=UTC)
+
+    def insert_staged(self, drafts: Sequence[Draft], *, reserved: bool) -> InsertOutcome:
+        """Reserved keys on MariaDB: one plain ``INSERT ... RETURNING`` dated by
+        ``UTC_TIMESTAMP()`` (no IGNORE, no mutex: no other writer can hold these keys, so
+        a duplicate, which only a forged key could cause, is an error that rolls the
+        owner's transaction back). Otherwise the write-once protocol, dated by one read of
+        the database clock."""
+        if not (reserved and self.returning and self.connection.timezone_name == "UTC"):
+            return self.insert_once(dated(drafts, self.database_now()))
+        row = "(" + ", ".join(["%s"] * 7) + ", COALESCE(%s, UTC_TIMESTAMP()), UTC_TIMESTAMP())"
+        params: list[Any] = []
+        for draft in drafts:
+            values = self.draft_params(draft)[:7]
+            moment = self.adapt_datetime(draft.occurred_at) if draft.occurred_at_given else None
+            params.extend([*values, moment])
+        sql = (
+            f"INSERT INTO {self.entry_table} ({self.insert_columns}) "
+            f"VALUES {', '.join([row] * len(drafts))} "
+            f"RETURNING {self.columns[0]}, {self.columns[1]}, {self.columns[2]}"
+        )
+        outcome = InsertOutcome()
+        with self.connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
+            written = {(key, kind): position for position, kind, key in rows}
+            if cursor.warning_count:
+                self._refuse_warnings(cursor, list(written.values()))
+        outcome.created.update(written)
+        return outcome
 
     def _insert_alone(self, drafts: Sequence[Draft]) -> InsertOutcome:
         """The write is the whole transaction (autocommit, or the one ``record_activities``

@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 from collections.abc import Collection, Sequence
 from datetime import datetime
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ..limits import ENTRY_TABLE
 from ..validation import Draft
@@ -92,6 +92,34 @@ SELECT true, position, kind, idempotency_key, NULL::varchar, NULL::varchar, NULL
 FROM written
 UNION ALL
 SELECT false, {_RETURNED} FROM kept
+"""
+
+
+#: One staged draft (``insert_staged``, ``joined_insert``): ``ord`` and the values; a NULL
+#: ``occurred_at`` is dated by the database like ``recorded_at``.
+STAGED_ROW = (
+    "(CAST(%s AS integer), CAST(%s AS varchar), CAST(%s AS varchar), CAST(%s AS varchar), "
+    "CAST(%s AS varchar), CAST(%s AS varchar), CAST(%s AS integer), CAST(%s AS jsonb), "
+    "CAST(%s AS timestamptz))"
+)
+
+#: Staged drafts, dated by the database clock (``now()``: when the writing transaction
+#: began, to the second). ``{rows}`` are ``STAGED_ROW``s, ``{guard}`` an optional
+#: ``, relation`` of the embedding statement (no row there: nothing is written).
+STAGED_INSERT_SQL = f"""
+INSERT INTO tilttek_activity_entry ({_COLUMNS})
+SELECT v.kind, v.idempotency_key, v.member, v.verb, v.object, v.quantity, v.context,
+       COALESCE(v.occurred_at, date_trunc('second', now())), date_trunc('second', now())
+FROM (VALUES {{rows}}) AS v(
+    ord, kind, idempotency_key, member, verb, object, quantity, context, occurred_at
+){{guard}}
+WHERE NOT EXISTS (
+    SELECT 1 FROM tilttek_activity_entry e
+    WHERE e.idempotency_key = v.idempotency_key AND e.kind = v.kind
+)
+ORDER BY v.ord
+ON CONFLICT (idempotency_key, kind) DO NOTHING
+RETURNING position, kind, idempotency_key
 """
 
 
@@ -160,6 +188,41 @@ class PostgreSQLBackend(Backend):
             else:
                 outcome.kept[identity] = row
         return outcome
+
+    joins_inserts: ClassVar[bool] = True
+
+    def insert_staged(self, drafts: Sequence[Draft], *, reserved: bool) -> InsertOutcome:
+        """One statement whatever the keys: ``ON CONFLICT DO NOTHING`` waits for a
+        concurrent writer of the same key and never aborts the transaction."""
+        sql, params = self._staged(drafts, "")
+        outcome = InsertOutcome()
+        with self.connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            for position, kind, key in cursor.fetchall():
+                outcome.created[(key, kind)] = position
+        return outcome
+
+    def joined_insert(self, drafts: Sequence[Draft], guard: str) -> tuple[str, list[Any]]:
+        return self._staged(drafts, f", {guard}")
+
+    def _staged(self, drafts: Sequence[Draft], guard: str) -> tuple[str, list[Any]]:
+        params: list[Any] = []
+        for index, draft in enumerate(drafts):
+            params.extend(
+                [
+                    index,
+                    draft.kind,
+                    draft.idempotency_key,
+                    draft.member,
+                    draft.verb,
+                    draft.object,
+                    draft.quantity,
+                    draft.context_json,
+                    draft.occurred_at if draft.occurred_at_given else None,
+                ]
+            )
+        rows = ", ".join([STAGED_ROW] * len(drafts))
+        return STAGED_INSERT_SQL.format(rows=rows, guard=guard).strip(), params
 
     def max_rows_per_statement(self, params_per_row: int) -> int | None:
         return None  # one parameter per column, whatever the number of rows
