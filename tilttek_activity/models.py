@@ -46,8 +46,8 @@ class Entry(models.Model):
         verbose_name = "entry"
         verbose_name_plural = "entries"
         indexes = [
-            models.Index(fields=["member"], name="tilttek_activity_entry_member"),
-            models.Index(fields=["object"], name="tilttek_activity_entry_object"),
+            models.Index(fields=["member", "position"], name="tilttek_activity_entry_member"),
+            models.Index(fields=["object", "position"], name="tilttek_activity_entry_object"),
             models.Index(fields=["verb", "occurred_at"], name="tilttek_activity_entry_verb"),
         ]
         constraints = [

@@ -32,6 +32,7 @@ from .validation import validate_verb
 __all__ = [
     "MAX_LIMIT",
     "entries",
+    "entries_statement",
     "period_q",
     "prefix_successor",
     "select_entries",
@@ -66,7 +67,44 @@ def entries(
     both kinds; ``after_position`` / ``before_position`` bound the positions (exclusive):
     pass the last position of a page to get the next one (``before_position`` when reading
     newest first). Every argument is checked before any SQL is sent.
+
+    A feed of one member or one object reads a page backwards from the
+    ``tilttek_activity_entry_member`` / ``_object`` index (``(member, position)``), on every
+    database: no sort of the member's entries (docs/activity.md shows the plans).
     """
+    alias, sql, params = entries_statement(
+        member,
+        object,
+        verb,
+        verb_prefix,
+        since,
+        until,
+        kind,
+        after_position,
+        limit,
+        using,
+        before_position=before_position,
+        newest_first=newest_first,
+    )
+    return run_entries(alias, sql, params)
+
+
+def entries_statement(
+    member: models.Model | str | None = None,
+    object: models.Model | str | None = None,
+    verb: str | None = None,
+    verb_prefix: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    kind: str | None = "recorded",
+    after_position: int | None = None,
+    limit: int = 100,
+    using: str | None = None,
+    *,
+    before_position: int | None = None,
+    newest_first: bool = False,
+) -> tuple[str, str, list[Any]]:
+    """``(alias, sql, params)`` of the read :func:`entries` sends (to EXPLAIN it)."""
     q = Q()
     if member is not None:
         q &= Q(member=reference(member, field="member"))
@@ -89,7 +127,9 @@ def entries(
         raise InvalidActivity("newest_first", f"must be a bool, got {type(newest_first).__name__}")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 0 < limit <= MAX_LIMIT:
         raise InvalidActivity("limit", f"must be an integer between 1 and {MAX_LIMIT}")
-    return select_entries(database_alias(using), q, limit, newest_first=newest_first)
+    alias = database_alias(using)
+    sql, params = select_statement(alias, q, limit, newest_first=newest_first)
+    return alias, sql, params
 
 
 def validate_position(value: Any, field: str) -> int:
@@ -151,6 +191,14 @@ def select_entries(
     alias: str, q: Q, limit: int, *, newest_first: bool = False
 ) -> list[ActivityEntry]:
     """Run an ORM-built filter through a raw cursor and decode the rows ourselves."""
+    sql, params = select_statement(alias, q, limit, newest_first=newest_first)
+    return run_entries(alias, sql, params)
+
+
+def select_statement(
+    alias: str, q: Q, limit: int, *, newest_first: bool = False
+) -> tuple[str, list[Any]]:
+    """The SQL of an ORM-built filter, in position order, selecting ``COLUMNS``."""
     from .models import Entry
 
     backend = backend_for(alias)
@@ -161,10 +209,14 @@ def select_entries(
         .values_list(*backend.select_fields())[:limit]
     )
     sql, params = query.query.get_compiler(using=alias).as_sql()
+    return sql, list(params)
+
+
+def run_entries(alias: str, sql: str, params: Sequence[Any]) -> list[ActivityEntry]:
     with connections[alias].cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
-    tz = backend.timezone
+    tz = backend_for(alias).timezone
     return [decode_row(row, tz) for row in rows]
 
 

@@ -38,8 +38,9 @@ CHECKPOINT_COLUMNS = {
 }
 ENTRY_INDEXES = {
     "tilttek_activity_entry_key": (("idempotency_key", "kind"), True),
-    "tilttek_activity_entry_member": (("member",), False),
-    "tilttek_activity_entry_object": (("object",), False),
+    # With the position: a feed reads a page backwards from the index (migration 0003).
+    "tilttek_activity_entry_member": (("member", "position"), False),
+    "tilttek_activity_entry_object": (("object", "position"), False),
     "tilttek_activity_entry_verb": (("verb", "occurred_at"), False),
 }
 TYPES = {
