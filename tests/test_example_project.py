@@ -48,4 +48,4 @@ def test_the_example_shop_walkthrough(tmp_path: Path) -> None:
         timeout=300,
     )
     assert run.returncode == 0, run.stdout + run.stderr
-    assert run.stdout.count("ok: ") == 9, run.stdout
+    assert run.stdout.count("ok: ") == 10, run.stdout

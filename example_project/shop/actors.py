@@ -4,6 +4,12 @@ One cart per visitor (the actor id is the session key). Every change is a messag
 cart's state is JSON in the ``solid_objects`` tables; checkout goes out through the effect
 outbox and comes back as a success or failure callback; a reminder expires a cart that was
 left alone.
+
+Each step records its activity from the turn itself (``self.record_activity``): the entry
+commits with the cart's change, in the same fenced commit, or not at all, so the feed and
+the counters can never disagree with the cart. A rejected change records nothing, a retried
+or resubmitted one records once, and the payment callbacks and the expiry reminder, which no
+view ever sees, record their steps too.
 """
 
 from __future__ import annotations
@@ -32,8 +38,15 @@ class ShoppingCart(Actor):
     items = attribute(default=list)  # [{"product_id": ..., "quantity": ...}]
     status = attribute(default="open")  # open | paying | paid | payment_failed | expired
     order = attribute(default=None)  # the last checkout: total, payment id, outcome
+    member = attribute(default=None)  # who last changed the cart ("auth.user:7", "visitor:...")
 
-    def add_item(self, product_id: str, quantity: int = 1) -> int:
+    def _visitor(self, member: str | None) -> str:
+        """The journal's member for this turn: the one the view passed, else the last one."""
+        if member is not None:
+            self.member = member
+        return str(self.member or f"visitor:{self.actor_id}")
+
+    def add_item(self, product_id: str, quantity: int = 1, member: str | None = None) -> int:
         if self.status == "paying":
             self.reject("cart_closed", "This cart is being paid for.", {"status": self.status})
         if product_id not in PRODUCTS_BY_ID:
@@ -51,15 +64,28 @@ class ShoppingCart(Actor):
         self.status = "open"
         # One named reminder: every change moves it, so it fires only after real inactivity.
         self.schedule(delay=ABANDON_AFTER, key="abandoned").expire()
-        return self.item_count()
+        count = self.item_count()
+        self.record_activity(
+            self._visitor(member),
+            "cart.item_added",
+            object=f"product:{product_id}",
+            quantity=quantity,
+            context={"items_in_cart": count},
+        )
+        return count
 
-    def remove_item(self, product_id: str) -> int:
+    def remove_item(self, product_id: str, member: str | None = None) -> int:
         if self.status == "paying":
             self.reject("cart_closed", "This cart is being paid for.", {"status": self.status})
-        self.items = [item for item in self.items if item["product_id"] != product_id]
+        kept = [item for item in self.items if item["product_id"] != product_id]
+        if len(kept) != len(self.items):
+            self.items = kept
+            self.record_activity(
+                self._visitor(member), "cart.item_removed", object=f"product:{product_id}"
+            )
         return self.item_count()
 
-    def checkout(self) -> dict[str, Any]:
+    def checkout(self, member: str | None = None) -> dict[str, Any]:
         if not self.items:
             self.reject("empty_cart", "Add something to your cart first.")
         if self.status == "paying":
@@ -78,6 +104,12 @@ class ShoppingCart(Actor):
         self.status = "paying"
         self.order = {"total": str(total), "payment_id": payment.effect_id, "outcome": None}
         self.unschedule("expire", key="abandoned")
+        self.record_activity(
+            self._visitor(member),
+            "order.placed",
+            object=f"payment:{payment.effect_id}",
+            context={"total": str(total)},
+        )
         return dict(self.order)
 
     def payment_succeeded(
@@ -90,6 +122,12 @@ class ShoppingCart(Actor):
             "outcome": "paid",
             "confirmation": result.get("confirmation"),
         }
+        self.record_activity(
+            self._visitor(None),
+            "order.paid",
+            object=f"payment:{effect_id}",
+            context={"total": arguments.get("amount")},
+        )
 
     def payment_failed(
         self, effect_id: str, arguments: dict[str, Any], error: dict[str, Any]
@@ -101,11 +139,16 @@ class ShoppingCart(Actor):
             "outcome": "failed",
             "error": error.get("message", "payment failed"),
         }
+        self.record_activity(
+            self._visitor(None), "order.payment_failed", object=f"payment:{effect_id}"
+        )
 
     def expire(self) -> None:
         if self.status in ("open", "payment_failed") and self.items:
+            dropped = sum(item["quantity"] for item in self.items)
             self.items = []
             self.status = "expired"
+            self.record_activity(self._visitor(None), "cart.expired", quantity=dropped)
 
     @query
     def summary(self) -> dict[str, Any]:

@@ -1,9 +1,10 @@
 """Pages of the example shop.
 
-Cart changes are synchronous actor calls (caller-assisted: no worker is needed for them);
-each step is recorded in the activity journal with an idempotency key taken from the form,
-so a resubmitted form records once. Views are not atomic (the default), which sync calls
-need: see docs/actors.md.
+Cart changes are synchronous actor calls (caller-assisted: no worker is needed for them)
+with an idempotency key taken from the form, so a resubmitted form is one message. The cart
+records each step in the activity journal from its own turns (see ``actors.py``): the views
+only say who the member is. Views are not atomic (the default), which sync calls need: see
+docs/actors.md.
 """
 
 from __future__ import annotations
@@ -12,15 +13,14 @@ import uuid
 from typing import Any
 
 from django.contrib import messages
-from django.db.models import Max
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 import solid_objects
-from tilttek_activity import entries, record_activity
-from tilttek_activity.models import Entry
+from tilttek_activity import entries
+from tilttek_activity.references import reference
 
 from .actors import ShoppingCart
 from .catalog import PRODUCTS, PRODUCTS_BY_ID
@@ -33,10 +33,11 @@ def _cart_id(request: HttpRequest) -> str:
     return str(request.session.session_key)
 
 
-def _member(request: HttpRequest) -> Any:
+def _member(request: HttpRequest) -> str:
+    """The journal's reference of whoever is shopping (a string: it travels in messages)."""
     user = getattr(request, "user", None)
     if user is not None and user.is_authenticated:
-        return user  # a model instance becomes "auth.user:<pk>"
+        return reference(user)  # "auth.user:<pk>"
     return f"visitor:{_cart_id(request)}"
 
 
@@ -56,7 +57,6 @@ def home_context(request: HttpRequest) -> dict[str, Any]:
         for item in cart.items
         if item["product_id"] in PRODUCTS_BY_ID
     ]
-    member_ref = member if isinstance(member, str) else f"auth.user:{member.pk}"
     return {
         "products": PRODUCTS,
         "cart": cart,
@@ -64,7 +64,7 @@ def home_context(request: HttpRequest) -> dict[str, Any]:
         "total": sum(line["subtotal"] for line in lines),
         "item_count": sum(line["quantity"] for line in lines),
         "form_token": uuid.uuid4().hex,
-        "counters": MemberCounter.objects.filter(member=member_ref).order_by("verb"),
+        "counters": MemberCounter.objects.filter(member=member).order_by("verb"),
         "feed": _recent(member=member, count=10),
     }
 
@@ -82,32 +82,22 @@ def add(request: HttpRequest, product_id: str) -> HttpResponse:
     cart = ShoppingCart.ref(_cart_id(request))
     key = _key(request, "add")
     try:
-        # The same key on the actor call and on the journal: a resubmitted form neither adds
-        # the item twice nor records it twice.
-        count = cart.sync(idempotency_key=key).add_item(product_id)
+        # A resubmitted form is the same message (same key): its turn, and the journal
+        # entry it records, happen once.
+        cart.sync(idempotency_key=key).add_item(product_id, member=_member(request))
     except solid_objects.Rejected as rejection:
         messages.error(request, rejection.message or rejection.code)
-        return _back(request)
-    record_activity(
-        _member(request),
-        "cart.item_added",
-        object=f"product:{product_id}",
-        context={"items_in_cart": count},
-        idempotency_key=key,
-    )
     return _back(request)
 
 
 @require_POST
 def remove(request: HttpRequest, product_id: str) -> HttpResponse:
     key = _key(request, "remove")
-    ShoppingCart.ref(_cart_id(request)).sync(idempotency_key=key).remove_item(product_id)
-    record_activity(
-        _member(request),
-        "cart.item_removed",
-        object=f"product:{product_id}",
-        idempotency_key=key,
-    )
+    cart = ShoppingCart.ref(_cart_id(request))
+    try:
+        cart.sync(idempotency_key=key).remove_item(product_id, member=_member(request))
+    except solid_objects.Rejected as rejection:
+        messages.error(request, rejection.message or rejection.code)
     return _back(request)
 
 
@@ -116,17 +106,10 @@ def checkout(request: HttpRequest) -> HttpResponse:
     cart = ShoppingCart.ref(_cart_id(request))
     key = _key(request, "checkout")
     try:
-        order = cart.sync(idempotency_key=key).checkout()
+        cart.sync(idempotency_key=key).checkout(member=_member(request))
     except solid_objects.Rejected as rejection:
         messages.error(request, rejection.message or rejection.code)
         return _back(request)
-    record_activity(
-        _member(request),
-        "order.placed",
-        object=f"payment:{order['payment_id']}",
-        context={"total": order["total"]},
-        idempotency_key=key,
-    )
     messages.info(request, "Payment sent to the (fake) provider: refresh in a moment.")
     return _back(request)
 
@@ -136,9 +119,7 @@ def feed(request: HttpRequest) -> HttpResponse:
     return render(request, "shop/feed.html", {"feed": _recent(count=50)})
 
 
-def _recent(*, count: int, member: Any = None, window: int = 2000) -> list[Any]:
-    """The newest entries, newest first: read forward (keyset by position) from a little
-    below the journal's last position."""
-    top = Entry.objects.aggregate(top=Max("position"))["top"] or 0
-    page = entries(member=member, kind=None, after_position=max(top - window, 0), limit=window)
-    return list(reversed(page))[:count]
+def _recent(*, count: int, member: str | None = None) -> list[Any]:
+    """The newest entries, newest first, read backwards from the member's index (keyset:
+    a next page would pass ``before_position=`` the last position shown)."""
+    return entries(member=member, kind=None, newest_first=True, limit=count)

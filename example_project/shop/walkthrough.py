@@ -42,8 +42,12 @@ def main() -> None:
         == [{"product_id": "shirt", "quantity": 2}, {"product_id": "hat", "quantity": 1}],
         "sync calls changed the cart; a resubmitted form added nothing",
     )
+    client.post("/cart/add/no-such-product/", {"form_token": "t-unknown"})  # rejected
     recorded = [e.verb for e in entries(member=member)]
-    _check(recorded == ["cart.item_added"] * 3, "each add is recorded once per form token")
+    _check(
+        recorded == ["cart.item_added"] * 3,
+        "the cart's turns recorded each add once per form token, and the rejected one not",
+    )
 
     client.post("/cart/checkout/", {"form_token": "t-checkout-1"})
     _check(ShoppingCart.ref(cart_id).snapshot().status == "paying", "checkout emits a payment")
@@ -74,8 +78,17 @@ def main() -> None:
     catch_up()
     counters = dict(MemberCounter.objects.filter(member=member).values_list("verb", "count"))
     _check(
-        counters == {"cart.item_added": 10, "order.placed": 2},
-        "the projection counted every step exactly once",
+        counters
+        == {
+            "cart.item_added": 10,
+            "order.placed": 2,
+            "order.paid": 1,
+            "order.payment_failed": 1,
+            "cart.expired": 1,
+        },
+        "the projection counted every step exactly once, callbacks and reminder included",
     )
+    latest = [e.verb for e in entries(member=member, newest_first=True, limit=2)]
+    _check(latest == ["cart.expired", "order.payment_failed"], "the feed reads newest first")
     feed = client.get("/feed/")
     _check(feed.status_code == 200 and b"order.placed" in feed.content, "the feed page lists it")
