@@ -18,19 +18,20 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from .conf import get_settings
-from .dead_letters import retry_dead_letter
 from .models import (
     Broadcast,
     ClaimedMessage,
     DeadLetter,
+    DeadLetterQuerySet,
     Effect,
+    EffectQuerySet,
     Instance,
+    InstanceQuerySet,
     Message,
     Process,
     ReadyMessage,
     Reminder,
 )
-from .runtime.wakeup import notify_local
 
 
 def pretty_json(value: Any) -> str:
@@ -114,7 +115,7 @@ class DeadLetterAdmin(ReadOnlyAdmin):
         return request.user.has_perm(f"{opts.app_label}.change_{opts.model_name}")
 
     @admin.action(description="Retry selected dead letters", permissions=["retry"])
-    def retry_selected(self, request: HttpRequest, queryset: QuerySet[DeadLetter]) -> None:
+    def retry_selected(self, request: HttpRequest, queryset: DeadLetterQuerySet) -> None:
         retried = 0
         for dead_letter in queryset.only("id", "actor_type", "actor_id", "operation"):
             self._retry(request, dead_letter)
@@ -122,7 +123,7 @@ class DeadLetterAdmin(ReadOnlyAdmin):
         self.message_user(request, f"Retried {retried} dead letter(s).", messages.SUCCESS)
 
     def _retry(self, request: HttpRequest, dead_letter: DeadLetter) -> int:
-        message = retry_dead_letter(dead_letter.pk, using=get_settings().DATABASE)
+        message = dead_letter.retry()
         self.log_change(
             request,
             dead_letter,
@@ -252,14 +253,13 @@ class InstanceAdmin(ReadOnlyAdmin):
         return request.user.has_perm(f"{self.opts.app_label}.change_{self.opts.model_name}")
 
     @admin.action(description="Pause selected actors (no new turns)", permissions=["pause"])
-    def pause(self, request: HttpRequest, queryset: QuerySet[Instance]) -> None:
-        count = queryset.filter(paused_at__isnull=True).update(paused_at=timezone.now())
+    def pause(self, request: HttpRequest, queryset: InstanceQuerySet) -> None:
+        count = queryset.pause()
         self.message_user(request, f"Paused {count} actor(s).", messages.SUCCESS)
 
     @admin.action(description="Resume selected actors", permissions=["pause"])
-    def resume(self, request: HttpRequest, queryset: QuerySet[Instance]) -> None:
-        count = queryset.filter(paused_at__isnull=False).update(paused_at=None)
-        notify_local("work")
+    def resume(self, request: HttpRequest, queryset: InstanceQuerySet) -> None:
+        count = queryset.resume()
         self.message_user(request, f"Resumed {count} actor(s).", messages.SUCCESS)
 
 
@@ -360,16 +360,8 @@ class EffectAdmin(ReadOnlyAdmin):
         return request.user.has_perm(f"{self.opts.app_label}.change_{self.opts.model_name}")
 
     @admin.action(description="Retry selected dead effects", permissions=["retry"])
-    def retry_dead(self, request: HttpRequest, queryset: QuerySet[Effect]) -> None:
-        from .outbox.effects import retry_dead_effect
-
-        alias = get_settings().DATABASE
-        count = sum(
-            retry_dead_effect(effect_id, using=alias)
-            for effect_id in queryset.filter(status=Effect.Status.DEAD).values_list(
-                "effect_id", flat=True
-            )
-        )
+    def retry_dead(self, request: HttpRequest, queryset: EffectQuerySet) -> None:
+        count = queryset.retry_dead()
         self.message_user(request, f"Retrying {count} dead effect(s).", messages.SUCCESS)
 
 

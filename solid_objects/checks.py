@@ -38,6 +38,7 @@ from django.db import connections
 from django.utils.module_loading import import_string
 
 from .conf import DEFAULTS, SECONDS, WAKE_UP_CHOICES
+from .db.vendors import dialect_for
 
 TAG = "solid_objects"
 
@@ -271,13 +272,22 @@ def _wake_up(values: Mapping[str, Any]) -> Iterator[CheckMessage]:
     elif mode == "postgresql":
         alias = values["DATABASE"]
         if isinstance(alias, str) and alias in settings.DATABASES:
-            vendor = connections[alias].vendor  # no connection is opened
-            if vendor != "postgresql":
+            connection = connections[alias]  # no connection is opened
+            if not _carries_hints(connection):
                 yield Error(
-                    f'{name("WAKE_UP")} is "postgresql" but database {alias!r} is {vendor}.',
+                    f'{name("WAKE_UP")} is "postgresql" but database {alias!r} is '
+                    f"{connection.vendor}.",
                     hint='Use "auto", which picks what the database supports.',
                     id="solid_objects.E008",
                 )
+
+
+def _carries_hints(connection: Any) -> bool:
+    """Whether the database carries wake-up hints itself (no connection is opened)."""
+    try:
+        return dialect_for(connection).listen_notify
+    except NotImplementedError:  # a database solid_objects does not support
+        return False
 
 
 def _redis_url(values: Mapping[str, Any]) -> Iterator[CheckMessage]:

@@ -115,27 +115,12 @@ def check_configuration(alias: str) -> Finding:
     return Finding("configuration", OK, "SOLID_OBJECTS settings are valid")
 
 
-def database_version(alias: str) -> tuple[str, tuple[int, ...]]:
-    """``(flavour, version)``: flavour is postgresql, mysql, mariadb or sqlite."""
+def check_database(alias: str) -> Finding:
     from django.db import connections
 
-    connection = connections[alias]
-    connection.ensure_connection()
-    if connection.vendor == "postgresql":
-        number = connection.pg_version  # e.g. 150004
-        return "postgresql", (number // 10000, number % 10000)
-    if connection.vendor == "mysql":
-        flavour = "mariadb" if connection.mysql_is_mariadb else "mysql"
-        return flavour, tuple(connection.mysql_version)
-    if connection.vendor == "sqlite":
-        import sqlite3
+    from .db.versions import database_version
 
-        return "sqlite", tuple(sqlite3.sqlite_version_info)
-    return connection.vendor, ()
-
-
-def check_database(alias: str) -> Finding:
-    flavour, version = database_version(alias)
+    flavour, version = database_version(connections[alias])
     minimum = MINIMUM_VERSIONS.get(flavour)
     shown = ".".join(str(part) for part in version)
     if minimum is None:

@@ -176,18 +176,6 @@ def reschedule(
     return cursor.rowcount == 1
 
 
-def retry_dead(cursor: Any, dialect: Dialect, effect_id: str) -> bool:
-    """A ``dead`` effect back to ``pending`` now, with its attempts reset."""
-    n = dialect.now
-    cursor.execute(
-        f"UPDATE {dialect.t_effects} SET status = 'pending', attempt_count = 0, "
-        f"available_at = {n}, claimed_by = NULL, claimed_at = NULL, completed_at = NULL, "
-        f"updated_at = {n} WHERE effect_id = %s AND status = 'dead'",
-        [effect_id],
-    )
-    return cursor.rowcount == 1
-
-
 def lock_instance(cursor: Any, dialect: Dialect, instance_id: int) -> bool:
     """Lock the emitting instance row (by id: this incarnation only); ``False`` if gone.
 

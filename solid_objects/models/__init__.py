@@ -1,8 +1,8 @@
 """The nine tables of ``solid_objects`` (see ``docs/database-schema.md``)."""
 
-from .instances import Instance
-from .messages import ClaimedMessage, DeadLetter, Message, ReadyMessage
-from .outbox import ACTOR_MESSAGE_EFFECT, TRANSMIT_EFFECT, Broadcast, Effect
+from .instances import Instance, InstanceQuerySet
+from .messages import ClaimedMessage, DeadLetter, DeadLetterQuerySet, Message, ReadyMessage
+from .outbox import ACTOR_MESSAGE_EFFECT, TRANSMIT_EFFECT, Broadcast, Effect, EffectQuerySet
 from .processes import Process
 from .reminders import Reminder
 
@@ -12,8 +12,11 @@ __all__ = [
     "Broadcast",
     "ClaimedMessage",
     "DeadLetter",
+    "DeadLetterQuerySet",
     "Effect",
+    "EffectQuerySet",
     "Instance",
+    "InstanceQuerySet",
     "Message",
     "Process",
     "ReadyMessage",

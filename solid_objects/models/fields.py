@@ -6,33 +6,20 @@ from typing import Any
 
 from django.db import models
 
+from ..db.collations import binary_collation
 from ..limits import IDENTIFIER_LENGTH, UUID_LENGTH
 
 __all__ = ["IDENTIFIER_LENGTH", "UUID_LENGTH", "BinaryCharField", "foreign_key"]
-
-
-def binary_collation(connection: Any) -> str | None:
-    """The collation comparing strings byte for byte, trailing spaces included.
-
-    MySQL's and MariaDB's ``utf8mb4_bin`` ignore trailing spaces (PAD SPACE): there ``"a"``
-    and ``"a "`` would be one actor and two everywhere else. Their NO PAD twins are exact.
-    """
-    if connection.vendor == "postgresql":
-        return "C"
-    if connection.vendor == "mysql":
-        if connection.mysql_is_mariadb:
-            return "utf8mb4_nopad_bin"
-        return "utf8mb4_0900_bin" if connection.mysql_version >= (8, 0, 17) else "utf8mb4_bin"
-    return None  # SQLite compares with BINARY unless told otherwise
 
 
 class BinaryCharField(models.CharField):
     """A ``CharField`` compared byte for byte on every database.
 
     PostgreSQL gets the ``C`` collation, MariaDB ``utf8mb4_nopad_bin`` and MySQL
-    ``utf8mb4_0900_bin`` (see :func:`binary_collation`); SQLite already compares with
-    ``BINARY``. Identities and keys use it so ``Cart``, ``cart`` and ``cart `` are three actors
-    and a unique index never folds case, accents or trailing spaces.
+    ``utf8mb4_0900_bin`` (see :func:`solid_objects.db.collations.binary_collation`); SQLite
+    already compares with ``BINARY``. Identities and keys use it so ``Cart``, ``cart`` and
+    ``cart `` are three actors and a unique index never folds case, accents or trailing
+    spaces.
     """
 
     def db_parameters(self, connection: Any) -> dict[str, Any]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.db import models
 
 from ..conf import table
+from ..dead_letters import retry_dead_letter
+from ..references import MessageReference
 from .fields import IDENTIFIER_LENGTH, UUID_LENGTH, BinaryCharField, foreign_key
 
 
@@ -145,6 +147,16 @@ class ClaimedMessage(models.Model):
         return f"claimed message {self.message_id} (generation {self.activation_generation})"
 
 
+class DeadLetterQuerySet(models.QuerySet["DeadLetter"]):
+    """Operator verbs on a selection of dead letters."""
+
+    def retry(self) -> dict[int, MessageReference]:
+        """Retry every selected dead letter (see :meth:`DeadLetter.retry`), in id order;
+        returns the new message of each, by dead letter id."""
+        ids = self.order_by("pk").values_list("pk", flat=True)
+        return {pk: retry_dead_letter(pk, using=self.db) for pk in ids}
+
+
 class DeadLetter(models.Model):
     """A message that failed for good: after ``MAX_ATTEMPTS`` or a non-retryable error."""
 
@@ -166,6 +178,8 @@ class DeadLetter(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    objects = DeadLetterQuerySet.as_manager()
+
     class Meta:
         db_table = table("dead_letters")
         indexes = [
@@ -184,3 +198,9 @@ class DeadLetter(models.Model):
 
     def __str__(self) -> str:
         return f"{self.actor_type}/{self.actor_id} {self.operation} ({self.exception_class})"
+
+    def retry(self) -> MessageReference:
+        """Enqueue the operation again as a new tail message keyed ``dead-letter:<id>``
+        (idempotent: a second retry returns the same message); this row stays, pointing at
+        the retry through ``retried_message``."""
+        return retry_dead_letter(self.pk, using=self._state.db)

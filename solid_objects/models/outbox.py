@@ -2,13 +2,38 @@
 
 from __future__ import annotations
 
-from django.db import models
+from django.db import models, transaction
 
 from ..conf import table
+from ..db.expressions import DatabaseNow
+from ..runtime.wakeup.doorbells import notify_local
 from .fields import IDENTIFIER_LENGTH, UUID_LENGTH, foreign_key
 
 ACTOR_MESSAGE_EFFECT = "__actor_message__"
 TRANSMIT_EFFECT = "solid-objects.transmit"
+
+
+class EffectQuerySet(models.QuerySet["Effect"]):
+    """Operator verbs on a selection of effects."""
+
+    def retry_dead(self) -> int:
+        """Send the selected ``dead`` effects back to ``pending``, due now on the database
+        clock, their attempts reset (one ``UPDATE``; other statuses are left alone) and,
+        once that commits, ring this process's effect doorbell. An effect's ``on_success``
+        callback is enqueued if it now succeeds; an ``on_failure`` callback is not repeated
+        if it fails again. Returns how many were dead."""
+        count = self.filter(status=Effect.Status.DEAD).update(
+            status=Effect.Status.PENDING,
+            attempt_count=0,
+            available_at=DatabaseNow(),
+            claimed_by=None,
+            claimed_at=None,
+            completed_at=None,
+            updated_at=DatabaseNow(),
+        )
+        if count:
+            transaction.on_commit(lambda: notify_local("effect"), using=self.db)
+        return count
 
 
 class Effect(models.Model):
@@ -45,6 +70,8 @@ class Effect(models.Model):
     completed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = EffectQuerySet.as_manager()
 
     class Meta:
         db_table = table("effects")

@@ -43,7 +43,6 @@ from ..errors import (
 from ..mailbox import enqueue
 from ..registry import get_effect, get_spec
 from ..runtime.roles import Role
-from ..runtime.wakeup import notify_local
 from ..turn import describe_exception
 from . import actor_messages
 
@@ -331,14 +330,10 @@ def retry_dead_effect(effect_id: str, using: str | None = None) -> bool:
     """Send a ``dead`` effect back to ``pending`` (attempts reset); ``False`` if there is no
     dead effect with this ``effect_id``. Its ``on_success`` callback is enqueued if it now
     succeeds; an ``on_failure`` callback is not repeated if it fails again."""
+    from ..models import Effect  # the outbox package itself never loads the models
+
     alias = using or get_settings().DATABASE
-    connection = connections[alias]
-    dialect = dialect_for(connection)
-    with transaction.atomic(using=alias), connection.cursor() as cursor:
-        retried = queries.retry_dead(cursor, dialect, str(effect_id))
-        if retried:
-            transaction.on_commit(lambda: notify_local("effect"), using=alias)
-    return retried
+    return Effect.objects.using(alias).filter(effect_id=str(effect_id)).retry_dead() == 1
 
 
 class EffectRole(Role):

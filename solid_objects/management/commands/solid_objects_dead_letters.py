@@ -17,15 +17,14 @@ class Command(BaseCommand):
         self, *args: Any, retry: int | None, limit: int, database: str | None, **options: Any
     ) -> None:
         from solid_objects.conf import get_settings
-        from solid_objects.dead_letters import DeadLetterNotFound, retry_dead_letter
         from solid_objects.models import DeadLetter
 
         alias = database or get_settings().DATABASE
         if retry is not None:
-            try:
-                message = retry_dead_letter(retry, using=alias)
-            except DeadLetterNotFound as exc:
-                raise CommandError(str(exc)) from exc
+            retried = DeadLetter.objects.using(alias).filter(pk=retry).retry()
+            if retry not in retried:
+                raise CommandError(f"no dead letter {retry}")
+            message = retried[retry]
             self.stdout.write(
                 f"dead letter {retry} retried as message {message.id} (sequence {message.sequence})"
             )

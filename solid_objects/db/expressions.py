@@ -1,0 +1,23 @@
+"""Query expressions for the ORM side of the package (operator verbs on the models)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import DateTimeField, Func
+
+from .vendors import dialect_for
+
+
+class DatabaseNow(Func):
+    """The database clock, exactly as the runtime's statements read it (``Dialect.now``):
+    a pause or a retry is timed like the leases and claims it interacts with, never by
+    this process's clock. (Django's ``Now()`` reads MySQL's session time zone, and
+    PostgreSQL's statement time instead of the transaction's.)"""
+
+    output_field = DateTimeField()
+
+    def as_sql(
+        self, compiler: Any, connection: Any, *args: Any, **kwargs: Any
+    ) -> tuple[str, list[Any]]:
+        return dialect_for(connection).now, []
