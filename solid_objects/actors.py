@@ -1,6 +1,8 @@
 """The library's own actors, registered by autodiscovery like any app's ``actors`` module:
-``solid_objects.diagnostic`` answers ``manage.py solid_objects_doctor``'s round trip."""
+``solid_objects.diagnostic`` answers ``manage.py solid_objects_doctor``'s round trip,
+``solid_objects.task`` runs the ``django.tasks`` backend's tasks."""
 
 from .diagnostics import DiagnosticActor
+from .tasks.actors import TaskActor
 
-__all__ = ["DiagnosticActor"]
+__all__ = ["DiagnosticActor", "TaskActor"]

@@ -58,6 +58,28 @@ def handler_code() -> Iterator[None]:
             _state.depth -= 1
 
 
+@contextmanager
+def application_code() -> Iterator[None]:
+    """Inside :func:`handler_code`, run the enclosed block as ordinary application code: its
+    writes are allowed and it may call actors. The ``django.tasks`` backend runs task
+    functions this way (a task, unlike a turn, writes outside any fenced commit and is
+    retried as a whole; see ``docs/tasks.md``)."""
+    depth = getattr(_state, "depth", 0)
+    _state.depth = 0
+    saved: list[tuple[list[Any], list[Any]]] = []
+    for alias in connections:
+        wrappers = connections[alias].execute_wrappers
+        saved.append((wrappers, list(wrappers)))
+        wrappers[:] = [wrapper for wrapper in wrappers if wrapper is not _guard]
+    try:
+        yield
+    finally:
+        for wrappers, before in saved:
+            wrappers[:] = before
+        _state.depth = depth
+        _state.violated = False
+
+
 def write_was_attempted() -> bool:
     """Whether the last :func:`handler_code` block tried a write (even if it caught the error)."""
     return bool(getattr(_state, "violated", False))

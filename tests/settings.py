@@ -88,6 +88,15 @@ if os.environ.get("SOLID_TEST_SETTINGS_JSON"):
 
 TILTTEK_ACTIVITY: dict[str, object] = {}
 
+# The django.tasks backend (Django 6.x; the django-tasks backport on Django 5.2).
+TASKS = {
+    "default": {
+        "BACKEND": "solid_objects.tasks.SolidObjectsBackend",
+        "QUEUES": ["default", "emails", "parallel"],
+        "OPTIONS": {"ORDERED_QUEUES": ["ledger"]},
+    }
+}
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -1,0 +1,36 @@
+"""Where a task lives in the actor runtime: the actor type and the actor ids (no imports of
+``django.tasks`` here, so the runtime and operators' tools can recognise task rows)."""
+
+from __future__ import annotations
+
+import uuid
+
+#: The internal actor type every task message is addressed to.
+TASK_ACTOR_TYPE = "solid_objects.task"
+#: Its one operation.
+RUN_OPERATION = "run"
+
+QUEUE_PREFIX = "queue:"
+TASK_PREFIX = "task:"
+
+
+def ordered_queue_actor_id(queue_name: str) -> str:
+    """The one actor of an ordered queue: its mailbox is the queue."""
+    return f"{QUEUE_PREFIX}{queue_name}"
+
+
+def new_task_actor_id() -> str:
+    """A fresh actor for one task of an unordered queue (tasks never wait for each other)."""
+    return f"{TASK_PREFIX}{uuid.uuid4().hex}"
+
+
+def describe(actor_id: str, arguments: object) -> str:
+    """A one-line, readable label of a task message for the admin and status:
+    ``app.tasks.send_mail on queue "emails"``."""
+    name = "?"
+    queue = "?"
+    if isinstance(arguments, dict):
+        name = str(arguments.get("task", "?"))
+        queue = str(arguments.get("queue", "?"))
+    ordered = " (ordered)" if actor_id.startswith(QUEUE_PREFIX) else ""
+    return f'{name} on queue "{queue}"{ordered}'
