@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..conf import SolidObjectsSettings, get_settings
+from ..conf import get_settings
 from .dialect import Dialect
 
 #: The channel every hint of ``solid_objects`` travels on.
@@ -31,29 +31,25 @@ def payload(kind: str) -> str:
     return "" if kind == "work" else kind
 
 
-def hint_params(kind: str = "work", *, payload_text: str | None = None) -> dict[str, Any]:
-    """The parameters of :data:`NOTIFY` for doorbell ``kind`` (or an explicit payload)."""
-    text = payload(kind) if payload_text is None else payload_text
-    return {"channel": CHANNEL, "payload": text}
-
-
 def send(cursor: Any, kind: str = "work", *, payload_text: str | None = None) -> None:
-    """Send one hint on ``cursor`` (at commit inside a transaction, else at once)."""
-    cursor.execute(NOTIFY, hint_params(kind, payload_text=payload_text))
+    """Send one hint ringing doorbell ``kind`` (or carrying ``payload_text``) on ``cursor``:
+    at commit inside a transaction, else at once."""
+    text = payload(kind) if payload_text is None else payload_text
+    cursor.execute(NOTIFY, {"channel": CHANNEL, "payload": text})
 
 
-_cache: tuple[SolidObjectsSettings, bool] | None = None
+def listen(listener: Any) -> None:
+    """Start listening on ``listener``, a psycopg connection in autocommit of its own."""
+    listener.execute(LISTEN)
+
+
+def listening_channels(listener: Any) -> list[str]:
+    """The channels ``listener`` listens on, as the server sees its session."""
+    return [row[0] for row in listener.execute(LISTENING_CHANNELS)]
 
 
 def notify_enabled(dialect: Dialect) -> bool:
     """Whether enqueues and commits on ``dialect``'s database send ``NOTIFY``: it carries
     hints (:attr:`Dialect.listen_notify`) and the wake-up mode is ``"auto"`` or
     ``"postgresql"``."""
-    if not dialect.listen_notify:
-        return False
-    global _cache
-    settings = get_settings()
-    cached = _cache
-    if cached is None or cached[0] is not settings:
-        cached = _cache = (settings, settings.WAKE_UP in ("auto", "postgresql"))
-    return cached[1]
+    return dialect.listen_notify and get_settings().WAKE_UP in ("auto", "postgresql")

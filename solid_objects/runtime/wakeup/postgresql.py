@@ -35,7 +35,7 @@ class PostgreSQLListener(ListenerThread):
         for key in ("cursor_factory", "context", "prepare_threshold"):
             params.pop(key, None)
         connection = psycopg.connect(autocommit=True, **params)
-        connection.execute(notify.LISTEN)
+        notify.listen(connection)
         self._connection = connection
         return connection
 
@@ -43,8 +43,7 @@ class PostgreSQLListener(ListenerThread):
         started = time.monotonic()
         try:
             connection = self._connection or self._connect()
-            channels = [row[0] for row in connection.execute(notify.LISTENING_CHANNELS)]
-            if notify.CHANNEL not in channels:
+            if notify.CHANNEL not in notify.listening_channels(connection):
                 return ProbeResult(False, self.mode, "LISTEN did not stick (pooling proxy?)")
             token = f"{PROBE_PREFIX}{uuid.uuid4()}"
             sent_at = time.monotonic()
