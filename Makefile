@@ -18,7 +18,8 @@ EXTRAS ?= dev,postgres,mysql,realtime,redis
 EXTRA_REQUIREMENTS ?=
 
 # `make test`: also run on these databases (space-separated django-environ URLs), e.g.
-#   make test DATABASE_URLS="postgres://postgres@127.0.0.1:5432/test mysql://root@127.0.0.1:3306/test"
+#   make test DATABASE_URLS="postgres://postgres@127.0.0.1:5432/solid_alice mysql://root@127.0.0.1:3306/solid_alice"
+# (a database name of your own per checkout: each run creates and drops test_<name>).
 DATABASE_URLS ?=
 # Extra pytest arguments, e.g. PYTEST_ARGS="-x -k cart".
 PYTEST_ARGS ?=
