@@ -32,6 +32,14 @@ from .models import (
     ReadyMessage,
     Reminder,
 )
+from .tasks.naming import RUN_OPERATION, TASK_ACTOR_TYPE, describe
+
+
+def operation_label(actor_type: str, actor_id: str, operation: str, arguments: Any) -> str:
+    """The operation, or for a ``django.tasks`` task the task and its queue."""
+    if actor_type == TASK_ACTOR_TYPE and operation == RUN_OPERATION:
+        return f"task {describe(actor_id, arguments)}"
+    return operation
 
 
 def pretty_json(value: Any) -> str:
@@ -62,7 +70,7 @@ class DeadLetterAdmin(ReadOnlyAdmin):
     list_display = (
         "id",
         "actor",
-        "operation",
+        "operation_or_task",
         "attempts",
         "exception_name",
         "last_failed_at",
@@ -93,6 +101,10 @@ class DeadLetterAdmin(ReadOnlyAdmin):
     @admin.display(description="actor", ordering="actor_id")
     def actor(self, obj: DeadLetter) -> str:
         return f"{obj.actor_type}/{obj.actor_id}"
+
+    @admin.display(description="operation", ordering="operation")
+    def operation_or_task(self, obj: DeadLetter) -> str:
+        return operation_label(obj.actor_type, obj.actor_id, obj.operation, obj.arguments)
 
     @admin.display(description="exception", ordering="exception_class")
     def exception_name(self, obj: DeadLetter) -> str:
@@ -270,7 +282,7 @@ class MessageAdmin(ReadOnlyAdmin):
         "actor_type",
         "actor_id",
         "sequence",
-        "operation",
+        "operation_or_task",
         "delivery_mode",
         "attempt_count",
         "enqueued_at",
@@ -303,6 +315,10 @@ class MessageAdmin(ReadOnlyAdmin):
         "last_failed_at",
     )
     fields = readonly_fields
+
+    @admin.display(description="operation", ordering="operation")
+    def operation_or_task(self, obj: Message) -> str:
+        return operation_label(obj.actor_type, obj.actor_id, obj.operation, obj.arguments)
 
     @admin.display(description="arguments")
     def pretty_arguments(self, obj: Message) -> str:
