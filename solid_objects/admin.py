@@ -64,6 +64,12 @@ class ReadOnlyAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
+    def may_operate(self, request: HttpRequest) -> bool:
+        """Operator actions (retry, pause, resume) need the model's usual change permission,
+        although the rows themselves are never edited here."""
+        opts = self.opts
+        return request.user.has_perm(f"{opts.app_label}.change_{opts.model_name}")
+
 
 @admin.register(DeadLetter)
 class DeadLetterAdmin(ReadOnlyAdmin):
@@ -123,8 +129,7 @@ class DeadLetterAdmin(ReadOnlyAdmin):
         )
 
     def has_retry_permission(self, request: HttpRequest) -> bool:
-        opts = self.opts
-        return request.user.has_perm(f"{opts.app_label}.change_{opts.model_name}")
+        return self.may_operate(request)
 
     @admin.action(description="Retry selected dead letters", permissions=["retry"])
     def retry_selected(self, request: HttpRequest, queryset: DeadLetterQuerySet) -> None:
@@ -262,7 +267,7 @@ class InstanceAdmin(ReadOnlyAdmin):
         return format_html('<pre style="margin: 0">{}</pre>', "\n".join(lines) or "—")
 
     def has_pause_permission(self, request: HttpRequest) -> bool:
-        return request.user.has_perm(f"{self.opts.app_label}.change_{self.opts.model_name}")
+        return self.may_operate(request)
 
     @admin.action(description="Pause selected actors (no new turns)", permissions=["pause"])
     def pause(self, request: HttpRequest, queryset: InstanceQuerySet) -> None:
@@ -373,7 +378,7 @@ class EffectAdmin(ReadOnlyAdmin):
     actions = ("retry_dead",)
 
     def has_retry_permission(self, request: HttpRequest) -> bool:
-        return request.user.has_perm(f"{self.opts.app_label}.change_{self.opts.model_name}")
+        return self.may_operate(request)
 
     @admin.action(description="Retry selected dead effects", permissions=["retry"])
     def retry_dead(self, request: HttpRequest, queryset: EffectQuerySet) -> None:
