@@ -47,6 +47,7 @@ help:
 	@echo "make demo    run the example shop (web server + workers) on http://$(DEMO_HOST):$(DEMO_PORT)/"
 	@echo "make test    the test suite on SQLite and on every URL in DATABASE_URLS"
 	@echo "make test-adversarial  the SIGKILL soak and database-restart suites (same URLs)"
+	@echo "make test-browser  the live-pages tests in headless Chromium (same URLs)"
 	@echo "make lint    ruff check + ruff format --check"
 	@echo "make format  ruff format + ruff check --fix"
 	@echo "make bench   python -m bench (on DATABASE_URL)"
@@ -64,7 +65,7 @@ $(PY):
 	  echo "error: Python 3.11 or newer is needed (python3.11 or python3 on PATH, or PYTHON=...)" >&2; exit 1; \
 	fi
 	@echo "==> creating $(VENV) with $$($(PYTHON) -c 'import sys; print(sys.executable, sys.version.split()[0])')"
-	$(PYTHON) -m venv $(VENV) || { rm -rf $(VENV); \
+	@$(PYTHON) -m venv $(VENV) || { rm -rf $(VENV); \
 	  echo "error: '$(PYTHON) -m venv' failed; on Debian install python3-venv" >&2; exit 1; }
 
 $(STAMP): pyproject.toml | $(PY)
@@ -113,6 +114,27 @@ test-adversarial: $(STAMP)
 	@PYTEST_ARGS="-m '$(ADVERSARIAL_MARKERS)' $(PYTEST_ARGS)" TEST_PARALLEL=$${ADVERSARIAL_PARALLEL:-0} \
 	  .ci/test-matrix $(PY)
 
+# The live-pages tests drive Debian's headless Chromium through its chromedriver (selenium),
+# against a real ASGI server and a real worker; deselected from `make test`.
+BROWSER_PACKAGES := chromium chromium-driver
+browser-sysdeps:
+	@if command -v chromedriver >/dev/null 2>&1 && { command -v chromium >/dev/null 2>&1 || \
+	    command -v chromium-browser >/dev/null 2>&1; }; then exit 0; fi; \
+	echo "==> the browser tests need system packages: $(BROWSER_PACKAGES)"; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $(BROWSER_PACKAGES); \
+	else \
+	  echo "Run this once, then run make again:" >&2; \
+	  echo "    sudo apt-get update && sudo apt-get install -y $(BROWSER_PACKAGES)" >&2; \
+	  exit 1; \
+	fi
+
+test-browser: $(STAMP)
+	@$(MAKE) browser-sysdeps
+	@PYTEST_ARGS="-m browser $(PYTEST_ARGS)" TEST_PARALLEL=$${BROWSER_PARALLEL:-0} \
+	  .ci/test-matrix $(PY)
+
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
@@ -144,6 +166,7 @@ dist: $(STAMP)
 
 # The example shop: migrate its database (SQLite in example_project/ unless DATABASE_URL says
 # otherwise), make sure the demo admin exists, then run the web server and the workers together.
+demo: export DJANGO_DEBUG ?= 1
 demo: $(STAMP)
 	$(MANAGE) migrate --noinput
 	$(MANAGE) demo_setup

@@ -3,7 +3,8 @@
 
     python example_project/run_demo.py [--host H] [--port P] [--no-worker] [--no-catch-up]
 
-- web server: ``manage.py runserver HOST:PORT``;
+- web server: uvicorn serving ``example_project.asgi`` (pages and the live-pages WebSocket;
+  with the in-memory channel layer it also delivers the broadcasts itself);
 - worker: ``manage.py run_actor_worker --all-roles`` (actor turns, effects, reminders,
   broadcasts, cleanup);
 - catch-up: ``manage.py activity_catch_up --follow`` (keeps the activity projections current).
@@ -13,6 +14,10 @@ Each process runs in its own process group, so the launcher decides how they sto
 leases), waits up to ``--grace`` seconds, then terminates whatever is left. A second Ctrl-C
 stops at once. If one process exits on its own, the others are stopped too and the launcher
 exits with its status.
+
+Environment: ``DJANGO_DEBUG`` (default 1 here: local development), ``DATABASE_URL``,
+``REDIS_URL`` (channels_redis: the worker delivers the broadcasts), ``SHOP_ABANDON_SECONDS``
+(how long a cart may be left alone before its reminder empties it; default 1800).
 """
 
 from __future__ import annotations
@@ -26,7 +31,8 @@ import sys
 import time
 from pathlib import Path
 
-MANAGE = [sys.executable, str(Path(__file__).resolve().parent / "manage.py")]
+HERE = Path(__file__).resolve().parent
+MANAGE = [sys.executable, str(HERE / "manage.py")]
 
 
 class Stop(Exception):
@@ -97,7 +103,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     url = f"http://{args.host}:{args.port}/"
-    commands = {"web server": [*MANAGE, "runserver", f"{args.host}:{args.port}"]}
+    server = [sys.executable, "-m", "uvicorn", "example_project.asgi:application"]
+    server += ["--app-dir", str(HERE), "--host", args.host, "--port", str(args.port)]
+    server += ["--ws", "wsproto", "--lifespan", "on", "--no-access-log"]
+    commands = {"web server": server}
     if args.worker:
         commands["worker"] = [*MANAGE, "run_actor_worker", "--all-roles"]
     if args.catch_up:
@@ -118,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {"DJANGO_DEBUG": "1", **os.environ, "PYTHONUNBUFFERED": "1"}
     processes: dict[str, subprocess.Popen[bytes]] = {}
     status = 0
     try:

@@ -7,8 +7,6 @@ solid_objects_dead_letters --retry``); the statements are in
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.db import connections, transaction
 
 from .conf import get_settings
@@ -23,7 +21,7 @@ class DeadLetterNotFound(LookupError):
     pass
 
 
-def retry_dead_letter(dead_letter_id: int, using: str | None = None) -> MessageReference[Any]:
+def retry_dead_letter(dead_letter_id: int, using: str | None = None) -> MessageReference:
     """Enqueue the dead letter's operation again, keyed ``dead-letter:<id>``.
 
     Idempotent: retrying the same dead letter twice returns the same new message. The dead

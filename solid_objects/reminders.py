@@ -202,5 +202,7 @@ class ReminderRole(Role):
     doorbell_kind = "reminder"
 
     def run_once(self) -> bool:
-        # A database error (a dropped connection included) backs the role's loop off.
-        return bool(fire_due_reminders(self.alias))
+        try:
+            return bool(fire_due_reminders(self.alias))
+        except InterfaceError as exc:  # a dropped connection: back off like other DB errors
+            raise DatabaseError(str(exc)) from exc

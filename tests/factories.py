@@ -188,3 +188,13 @@ class DeadLetterFactory(DjangoModelFactory):
     backtrace = factory.LazyFunction(lambda: ["tests/factories.py:1 in <module>"])
     first_failed_at = now
     last_failed_at = now
+
+
+class UserFactory(DjangoModelFactory):
+    """A Django user (the live-pages tests: viewers of observables)."""
+
+    class Meta:
+        model = "auth.User"
+        django_get_or_create = ("username",)
+
+    username = factory.Sequence(lambda n: f"viewer-{RUN}-{n}")

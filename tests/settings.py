@@ -16,6 +16,7 @@ USE_TZ = True
 TIME_ZONE = "UTC"
 ROOT_URLCONF = "tests.urls"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+STATIC_URL = "/static/"
 
 INSTALLED_APPS = [
     "django.contrib.auth",

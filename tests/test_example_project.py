@@ -34,6 +34,10 @@ def test_the_example_shop_walkthrough(tmp_path: Path) -> None:
         "DATABASE_URL": _database_url(tmp_path),
         "PYTHONPATH": str(ROOT),
         "DJANGO_SETTINGS_MODULE": "example_project.settings",
+        # As a copy of the project would run: no DEBUG, a real secret (plain HTTP here).
+        "DJANGO_DEBUG": "0",
+        "DJANGO_SECRET_KEY": "walkthrough-secret",
+        "DJANGO_HTTPS": "0",
     }
     manage = [sys.executable, str(ROOT / "example_project" / "manage.py")]
     migrate = subprocess.run(
@@ -48,4 +52,4 @@ def test_the_example_shop_walkthrough(tmp_path: Path) -> None:
         timeout=300,
     )
     assert run.returncode == 0, run.stdout + run.stderr
-    assert run.stdout.count("ok: ") == 10, run.stdout
+    assert run.stdout.count("ok: ") == 11, run.stdout

@@ -9,14 +9,28 @@ from __future__ import annotations
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent  # the example_project/ folder
 
 env = environ.Env()
 
-DEBUG = env.bool("DJANGO_DEBUG", default=True)
-SECRET_KEY = env.str("DJANGO_SECRET_KEY", default="example-shop-not-a-secret")
+# Off unless asked for (``make demo`` asks: DJANGO_DEBUG=1). A copy of this project that
+# forgets the variable runs without debug pages and refuses to start without a real secret.
+DEBUG = env.bool("DJANGO_DEBUG", default=False)
+if "DJANGO_SECRET_KEY" in env:
+    SECRET_KEY = env.str("DJANGO_SECRET_KEY")
+elif DEBUG:
+    SECRET_KEY = "example-shop-debug-only-not-a-secret"  # only ever used with DEBUG on
+else:
+    raise ImproperlyConfigured("set DJANGO_SECRET_KEY (or DJANGO_DEBUG=1 for local development)")
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
+# Behind HTTPS (the default without DEBUG): cookies only over TLS, HSTS, redirect to https.
+HTTPS = env.bool("DJANGO_HTTPS", default=not DEBUG)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = SECURE_SSL_REDIRECT = HTTPS
+SECURE_HSTS_SECONDS = 3600 if HTTPS else 0
+SESSION_COOKIE_HTTPONLY = True
+CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -81,13 +95,23 @@ STATIC_ROOT = BASE_DIR / "static"
 
 LOGIN_URL = "admin:login"
 
-# The two apps' settings (every key is optional; see docs/settings.md).
-SOLID_OBJECTS: dict[str, object] = {}
+# The two apps' settings (every key is optional; see docs/settings.md). A visitor may watch
+# only their own cart live (shop/policies.py); the default policy would refuse everything.
+SOLID_OBJECTS: dict[str, object] = {"AUTHORIZE_SUBSCRIPTION": "shop.policies.can_watch"}
 
-# The broadcast role delivers observable changes (the cart's item count) to Channels groups.
-# The in-memory layer keeps the demo dependency-free; a site with live pages uses a shared
-# layer such as channels_redis so the web processes receive what the workers send.
-CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+# Observable changes (the cart's item count and status) go to Channels groups. Without
+# REDIS_URL the in-memory layer keeps the demo free of services: the web process delivers the
+# broadcasts itself (EmbeddedBroadcasts in asgi.py). With REDIS_URL, channels_redis carries
+# them from the worker's broadcast role to every web process, on any host.
+if env.str("REDIS_URL", default=""):
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [env.str("REDIS_URL")]},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 TILTTEK_ACTIVITY: dict[str, object] = {}
 
 LOGGING = {

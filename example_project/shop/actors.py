@@ -1,9 +1,9 @@
 """The shop's cart actor and the fake payment provider it pays through.
 
-One cart per visitor (the actor id is the session key). Every change is a message; the
-cart's state is JSON in the ``solid_objects`` tables; checkout goes out through the effect
-outbox and comes back as a success or failure callback; a reminder expires a cart that was
-left alone.
+One cart per visitor (the actor id is a random id kept in the session: see visitors.py).
+Every change is a message; the cart's state is JSON in the ``solid_objects`` tables;
+checkout goes out through the effect outbox and comes back as a success or failure
+callback; a reminder expires a cart that was left alone.
 
 Each step records its activity from the turn itself (``self.record_activity``): the entry
 commits with the cart's change, in the same fenced commit, or not at all, so the feed and
@@ -29,6 +29,14 @@ from .catalog import PRODUCTS_BY_ID
 ABANDON_AFTER = timedelta(seconds=float(os.environ.get("SHOP_ABANDON_SECONDS", 30 * 60)))
 #: The fake provider declines payments above this amount, so failures are easy to try.
 DECLINE_ABOVE = Decimal("100")
+#: How pages name a cart's status.
+STATUS_LABELS = {
+    "open": "open",
+    "paying": "waiting for the payment provider",
+    "paid": "paid",
+    "payment_failed": "payment failed",
+    "expired": "expired (left alone too long)",
+}
 
 
 class ShoppingCart(Actor):
@@ -157,6 +165,11 @@ class ShoppingCart(Actor):
     @observable(broadcast="value")
     def item_count(self) -> int:
         return sum(item["quantity"] for item in self.items)
+
+    @observable(broadcast="value")
+    def checkout_status(self) -> str:
+        """The status as a page shows it (live in every open tab)."""
+        return STATUS_LABELS.get(self.status, self.status)
 
 
 class PaymentDeclined(Exception):

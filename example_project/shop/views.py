@@ -20,25 +20,15 @@ from django.views.decorators.http import require_POST
 
 import solid_objects
 from tilttek_activity import entries
-from tilttek_activity.references import reference
 
+from . import visitors
 from .actors import ShoppingCart
 from .catalog import PRODUCTS, PRODUCTS_BY_ID
 from .models import MemberCounter
 
-
-def _cart_id(request: HttpRequest) -> str:
-    if not request.session.session_key:
-        request.session.save()
-    return str(request.session.session_key)
-
-
-def _member(request: HttpRequest) -> str:
-    """The journal's reference of whoever is shopping (a string: it travels in messages)."""
-    user = getattr(request, "user", None)
-    if user is not None and user.is_authenticated:
-        return reference(user)  # "auth.user:<pk>"
-    return f"visitor:{_cart_id(request)}"
+# Random ids kept in the session, never the session key (see visitors.py).
+_cart_id = visitors.cart_id
+_member = visitors.member
 
 
 def _key(request: HttpRequest, step: str) -> str:
@@ -46,7 +36,8 @@ def _key(request: HttpRequest, step: str) -> str:
 
 
 def home_context(request: HttpRequest) -> dict[str, Any]:
-    cart = ShoppingCart.ref(_cart_id(request)).snapshot()
+    cart_ref = ShoppingCart.ref(_cart_id(request))
+    cart = cart_ref.snapshot()
     member = _member(request)
     lines = [
         {
@@ -60,6 +51,7 @@ def home_context(request: HttpRequest) -> dict[str, Any]:
     return {
         "products": PRODUCTS,
         "cart": cart,
+        "cart_ref": cart_ref,
         "lines": lines,
         "total": sum(line["subtotal"] for line in lines),
         "item_count": sum(line["quantity"] for line in lines),

@@ -17,6 +17,7 @@ from tilttek_activity import catch_up, entries
 
 from .actors import ShoppingCart
 from .models import MemberCounter
+from .visitors import CART_KEY, VISITOR_KEY
 
 
 def _check(condition: bool, what: str) -> None:
@@ -29,8 +30,12 @@ def main() -> None:
     client = Client(HTTP_HOST="127.0.0.1")
     page = client.get("/")
     _check(page.status_code == 200 and b"Products" in page.content, "the home page renders")
-    cart_id = client.session.session_key
-    member = f"visitor:{cart_id}"
+    cart_id = client.session[CART_KEY]
+    member = f"visitor:{client.session[VISITOR_KEY]}"
+    _check(
+        client.session.session_key not in (cart_id, member.partition(":")[2]),
+        "the cart and the journal member are random ids, not the session key",
+    )
 
     for product, times in (("shirt", 2), ("hat", 1)):
         for n in range(times):
@@ -91,4 +96,11 @@ def main() -> None:
     latest = [e.verb for e in entries(member=member, newest_first=True, limit=2)]
     _check(latest == ["cart.expired", "order.payment_failed"], "the feed reads newest first")
     feed = client.get("/feed/")
-    _check(feed.status_code == 200 and b"order.placed" in feed.content, "the feed page lists it")
+    _check(
+        feed.status_code == 200
+        and b"order.placed" in feed.content
+        and cart_id.encode() not in feed.content
+        and member.encode() not in feed.content
+        and client.session.session_key.encode() not in feed.content,
+        "the feed page lists it, by display name only",
+    )

@@ -49,7 +49,6 @@ from ..db import broadcasts as queries
 from ..db.dialect import Dialect
 from ..db.vendors import dialect_for
 from ..runtime.roles import Role
-from ..turn import describe_exception
 
 logger = logging.getLogger("solid_objects")
 
@@ -181,7 +180,7 @@ def record(cursor: Any, dialect: Dialect, process_id: str, outcomes: list[Outcom
             dialect,
             process_id,
             outcome.row.id,
-            payloads.encode(describe_exception(outcome.error), what="error"),
+            payloads.encode(_describe(outcome.error), what="error"),
             retry_in=None if attempt >= settings.MAX_ATTEMPTS else settings.retry_delay(attempt),
         )
     deferred: dict[int, list[int]] = {}
@@ -191,6 +190,14 @@ def record(cursor: Any, dialect: Dialect, process_id: str, outcomes: list[Outcom
     for leader, ids in deferred.items():
         # Later rows of the actor wait for the failed one's retry (or go on if it is dead).
         queries.follow_leader(cursor, dialect, ids, leader, fenced_for=process_id)
+
+
+def _describe(error: BaseException) -> dict[str, Any]:
+    return {
+        "class": f"{type(error).__module__}.{type(error).__qualname__}",
+        "message": str(error)[:8192],
+        "backtrace": [],
+    }
 
 
 # -- delivery ----------------------------------------------------------------------------------
@@ -321,7 +328,7 @@ class BroadcastRole(Role):
         while self._unrecorded:
             record_outcomes(self.alias, *self._unrecorded[0])
             self._unrecorded.pop(0)
-        layer = channel_layer()
+        layer = self.channel_layer()
         if layer is None:
             now = time.monotonic()
             if self._warned_at is None or now - self._warned_at > NO_LAYER_WARNING_INTERVAL:
@@ -336,3 +343,7 @@ class BroadcastRole(Role):
             self.alias, self.process_id, layer=layer, unrecorded=self._unrecorded
         )
         return bool(outcomes)
+
+    def channel_layer(self) -> Any:
+        """The layer this role sends to (the embedded role of a web process overrides it)."""
+        return channel_layer()

@@ -12,13 +12,19 @@ RETENTION_FIRST_DELAY = 300.0
 
 
 def build_supervisor(
-    *, actor_threads: int = 1, all_roles: bool = False, alias: str | None = None
+    *,
+    actor_threads: int = 1,
+    all_roles: bool = False,
+    alias: str | None = None,
+    broadcasts: bool = True,
 ) -> Supervisor:
+    """``broadcasts=False`` leaves the broadcast role out of ``all_roles`` (a worker whose
+    channel layer is process-local: the web process delivers them, see live/embedded.py)."""
     roles: list[tuple[type[Role], int]] = []
     if actor_threads > 0:
         roles.append((ActorRole, actor_threads))
     if all_roles:
-        roles.extend(extra_roles())
+        roles.extend(extra_roles(broadcasts=broadcasts))
     supervisor = Supervisor(roles=roles, alias=alias or get_settings().DATABASE)
     if all_roles:
         supervisor.periodic.append(retention_task(supervisor))
@@ -36,14 +42,16 @@ def retention_task(supervisor: Supervisor) -> Periodic:
     return Periodic(RETENTION_INTERVAL, run, name="retention", first_delay=RETENTION_FIRST_DELAY)
 
 
-def extra_roles() -> list[tuple[type[Role], int]]:
+def extra_roles(*, broadcasts: bool = True) -> list[tuple[type[Role], int]]:
     """The effect, reminder and broadcast roles (registered by the outbox modules)."""
     from ..outbox.broadcasts import BroadcastRole
     from ..outbox.effects import EffectRole
     from ..reminders import ReminderRole
 
-    builtin: list[tuple[type[Role], int]] = [(EffectRole, 1), (ReminderRole, 1), (BroadcastRole, 1)]
-    known = {role for role, _ in builtin}
+    builtin: list[tuple[type[Role], int]] = [(EffectRole, 1), (ReminderRole, 1)]
+    if broadcasts:
+        builtin.append((BroadcastRole, 1))
+    known = {EffectRole, ReminderRole, BroadcastRole}
     return [*builtin, *(entry for entry in _extra if entry[0] not in known)]
 
 

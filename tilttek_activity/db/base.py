@@ -192,8 +192,7 @@ class Backend:
         )
         with self.connection.cursor() as cursor:
             cursor.execute(sql, list(positions))
-            rows: list[Row] = cursor.fetchall()
-        return rows
+            return cursor.fetchall()
 
     # -- reading ----------------------------------------------------------------------------
 

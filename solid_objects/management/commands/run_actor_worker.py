@@ -21,9 +21,20 @@ class Command(BaseCommand):
     def handle(
         self, *args: Any, threads: int, all_roles: bool, database: str | None, **options: Any
     ) -> None:
+        from solid_objects.live.layers import default_layer, describe, is_process_local
         from solid_objects.runtime.launch import build_supervisor
 
-        supervisor = build_supervisor(actor_threads=threads, all_roles=all_roles, alias=database)
+        layer = default_layer() if all_roles else None
+        broadcasts = not is_process_local(layer)
+        if not broadcasts:
+            self.stderr.write(
+                f"note: the channel layer ({describe(layer)}) reaches only its own process, so "
+                "this worker leaves broadcasts to the web process (EmbeddedBroadcasts in "
+                "asgi.py); use channels_redis to deliver them from here"
+            )
+        supervisor = build_supervisor(
+            actor_threads=threads, all_roles=all_roles, alias=database, broadcasts=broadcasts
+        )
         code = supervisor.run()
         if code:
             raise SystemExit(code)

@@ -1,0 +1,3 @@
+"""A URLconf without ``solid_objects.urls``."""
+
+urlpatterns: list[object] = []

@@ -1,0 +1,89 @@
+"""Broadcasts delivered inside the ASGI process (the in-memory layer, no external service),
+and workers that no longer hand them to a layer nobody listens to."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync, sync_to_async
+from channels.layers import get_channel_layer
+from channels.routing import URLRouter
+from channels.testing import WebsocketCommunicator
+from django.core.management import CommandError, call_command
+from django.test import override_settings
+
+from solid_objects.live import tokens
+from solid_objects.live.embedded import EmbeddedBroadcastRole, EmbeddedBroadcasts
+from solid_objects.models import Broadcast, Process
+from solid_objects.outbox.broadcasts import BroadcastRole
+from solid_objects.routing import websocket_urlpatterns
+from solid_objects.runtime.launch import build_supervisor
+from tests.factories import UserFactory
+from tests.live.policies import OWNER
+from tests.testapp.actors.broadcasts import Board
+
+pytestmark = pytest.mark.django_db(transaction=True)
+IN_MEMORY = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+REDIS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": ["redis://127.0.0.1:6379/0"]},
+    }
+}
+
+
+@pytest.fixture
+def in_memory() -> Iterator[Any]:
+    with override_settings(CHANNEL_LAYERS=IN_MEMORY):
+        yield get_channel_layer()
+
+
+def test_the_web_process_delivers_to_its_own_sockets(policy, in_memory) -> None:
+    policy(OWNER)
+    user = UserFactory()
+    board = Board.ref(f"board-of-{user.pk}")
+    given = tokens.issue(tokens.Subject("tests.board", board.actor_id, "size"), f"u:{user.pk}")
+    application = EmbeddedBroadcasts(URLRouter(websocket_urlpatterns))
+
+    async def test() -> None:
+        ws = WebsocketCommunicator(application, "/ws/solid-objects/")
+        ws.scope["user"] = user
+        assert (await ws.connect())[0]
+        assert application.delivery is not None  # started by the first connection
+        await ws.send_json_to({"action": "subscribe", "ref": 1, "token": given})
+        assert (await ws.receive_json_from(timeout=5))["type"] == "subscribed"
+        for n in range(3):
+            await sync_to_async(board.add)(f"item-{n}")
+        seen = [(await ws.receive_json_from(timeout=30))["value"] for _ in range(3)]
+        assert seen == [1, 2, 3]  # in commit order
+        await ws.disconnect()
+        await sync_to_async(application.stop)()
+
+    try:
+        async_to_sync(test)()
+    finally:
+        application.stop()
+    assert set(Broadcast.objects.values_list("status", flat=True)) == {"delivered"}
+    embedded = Process.objects.filter(kind="broadcast")
+    assert embedded.count() == 1 and embedded.get().stopped_at is not None
+
+
+def test_with_a_shared_layer_the_web_process_leaves_delivery_to_workers() -> None:
+    with override_settings(CHANNEL_LAYERS=REDIS):
+        application = EmbeddedBroadcasts(URLRouter(websocket_urlpatterns))
+        assert async_to_sync(sync_to_async(application.start, thread_sensitive=False))() is None
+    assert not Process.objects.exists()
+
+
+def test_workers_leave_broadcasts_to_the_web_process_with_the_in_memory_layer(in_memory) -> None:
+    roles = [
+        factory
+        for slot in build_supervisor(all_roles=True, broadcasts=False)._slots
+        for factory in [slot.factory]
+    ]
+    assert BroadcastRole not in roles and EmbeddedBroadcastRole not in roles
+    assert BroadcastRole in [slot.factory for slot in build_supervisor(all_roles=True)._slots]
+    with pytest.raises(CommandError, match="reaches only this process"):
+        call_command("run_broadcast_worker")
