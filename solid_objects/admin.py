@@ -32,6 +32,14 @@ from .models import (
     ReadyMessage,
     Reminder,
 )
+from .tasks.naming import RUN_OPERATION, TASK_ACTOR_TYPE, describe
+
+
+def operation_label(actor_type: str, actor_id: str, operation: str, arguments: Any) -> str:
+    """The operation, or for a ``django.tasks`` task the task and its queue."""
+    if actor_type == TASK_ACTOR_TYPE and operation == RUN_OPERATION:
+        return f"task {describe(actor_id, arguments)}"
+    return operation
 
 
 def pretty_json(value: Any) -> str:
@@ -56,13 +64,19 @@ class ReadOnlyAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
+    def may_operate(self, request: HttpRequest) -> bool:
+        """Operator actions (retry, pause, resume) need the model's usual change permission,
+        although the rows themselves are never edited here."""
+        opts = self.opts
+        return request.user.has_perm(f"{opts.app_label}.change_{opts.model_name}")
+
 
 @admin.register(DeadLetter)
 class DeadLetterAdmin(ReadOnlyAdmin):
     list_display = (
         "id",
         "actor",
-        "operation",
+        "operation_or_task",
         "attempts",
         "exception_name",
         "last_failed_at",
@@ -94,6 +108,10 @@ class DeadLetterAdmin(ReadOnlyAdmin):
     def actor(self, obj: DeadLetter) -> str:
         return f"{obj.actor_type}/{obj.actor_id}"
 
+    @admin.display(description="operation", ordering="operation")
+    def operation_or_task(self, obj: DeadLetter) -> str:
+        return operation_label(obj.actor_type, obj.actor_id, obj.operation, obj.arguments)
+
     @admin.display(description="exception", ordering="exception_class")
     def exception_name(self, obj: DeadLetter) -> str:
         return obj.exception_class.rsplit(".", 1)[-1]
@@ -111,8 +129,7 @@ class DeadLetterAdmin(ReadOnlyAdmin):
         )
 
     def has_retry_permission(self, request: HttpRequest) -> bool:
-        opts = self.opts
-        return request.user.has_perm(f"{opts.app_label}.change_{opts.model_name}")
+        return self.may_operate(request)
 
     @admin.action(description="Retry selected dead letters", permissions=["retry"])
     def retry_selected(self, request: HttpRequest, queryset: DeadLetterQuerySet) -> None:
@@ -250,7 +267,7 @@ class InstanceAdmin(ReadOnlyAdmin):
         return format_html('<pre style="margin: 0">{}</pre>', "\n".join(lines) or "—")
 
     def has_pause_permission(self, request: HttpRequest) -> bool:
-        return request.user.has_perm(f"{self.opts.app_label}.change_{self.opts.model_name}")
+        return self.may_operate(request)
 
     @admin.action(description="Pause selected actors (no new turns)", permissions=["pause"])
     def pause(self, request: HttpRequest, queryset: InstanceQuerySet) -> None:
@@ -270,7 +287,7 @@ class MessageAdmin(ReadOnlyAdmin):
         "actor_type",
         "actor_id",
         "sequence",
-        "operation",
+        "operation_or_task",
         "delivery_mode",
         "attempt_count",
         "enqueued_at",
@@ -303,6 +320,10 @@ class MessageAdmin(ReadOnlyAdmin):
         "last_failed_at",
     )
     fields = readonly_fields
+
+    @admin.display(description="operation", ordering="operation")
+    def operation_or_task(self, obj: Message) -> str:
+        return operation_label(obj.actor_type, obj.actor_id, obj.operation, obj.arguments)
 
     @admin.display(description="arguments")
     def pretty_arguments(self, obj: Message) -> str:
@@ -357,7 +378,7 @@ class EffectAdmin(ReadOnlyAdmin):
     actions = ("retry_dead",)
 
     def has_retry_permission(self, request: HttpRequest) -> bool:
-        return request.user.has_perm(f"{self.opts.app_label}.change_{self.opts.model_name}")
+        return self.may_operate(request)
 
     @admin.action(description="Retry selected dead effects", permissions=["retry"])
     def retry_dead(self, request: HttpRequest, queryset: EffectQuerySet) -> None:

@@ -7,6 +7,8 @@ solid_objects_dead_letters --retry``); the statements are in
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import connections, transaction
 
 from .conf import get_settings
@@ -21,7 +23,7 @@ class DeadLetterNotFound(LookupError):
     pass
 
 
-def retry_dead_letter(dead_letter_id: int, using: str | None = None) -> MessageReference:
+def retry_dead_letter(dead_letter_id: int, using: str | None = None) -> MessageReference[Any]:
     """Enqueue the dead letter's operation again, keyed ``dead-letter:<id>``.
 
     Idempotent: retrying the same dead letter twice returns the same new message. The dead

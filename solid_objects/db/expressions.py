@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import DateTimeField, Func
+from django.db.models.sql.compiler import SQLCompiler
 
 from .vendors import dialect_for
 
@@ -18,6 +20,12 @@ class DatabaseNow(Func):
     output_field = DateTimeField()
 
     def as_sql(
-        self, compiler: Any, connection: Any, *args: Any, **kwargs: Any
-    ) -> tuple[str, list[Any]]:
-        return dialect_for(connection).now, []
+        self,
+        compiler: SQLCompiler,
+        connection: BaseDatabaseWrapper,
+        function: str | None = None,
+        template: str | None = None,
+        arg_joiner: str | None = None,
+        **extra_context: Any,
+    ) -> tuple[str, tuple[Any, ...]]:
+        return dialect_for(connection).now, ()

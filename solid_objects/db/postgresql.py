@@ -408,7 +408,8 @@ class PostgreSQLDialect(Dialect):
             *values,
             followers,
         ]
-        joined_sql, joined_params, joined_column = "", [], "NULL"
+        joined_sql, joined_column = "", "NULL"
+        joined_params: list[Any] = []
         if joined is not None:
             statement, joined_params = joined.statement("f")
             joined_sql, joined_column = f", j AS ({statement})", "ARRAY(SELECT position FROM j)"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import models
 
 from ..conf import table
@@ -150,7 +152,7 @@ class ClaimedMessage(models.Model):
 class DeadLetterQuerySet(models.QuerySet["DeadLetter"]):
     """Operator verbs on a selection of dead letters."""
 
-    def retry(self) -> dict[int, MessageReference]:
+    def retry(self) -> dict[int, MessageReference[Any]]:
         """Retry every selected dead letter (see :meth:`DeadLetter.retry`), in id order;
         returns the new message of each, by dead letter id."""
         ids = self.order_by("pk").values_list("pk", flat=True)
@@ -199,7 +201,7 @@ class DeadLetter(models.Model):
     def __str__(self) -> str:
         return f"{self.actor_type}/{self.actor_id} {self.operation} ({self.exception_class})"
 
-    def retry(self) -> MessageReference:
+    def retry(self) -> MessageReference[Any]:
         """Enqueue the operation again as a new tail message keyed ``dead-letter:<id>``
         (idempotent: a second retry returns the same message); this row stays, pointing at
         the retry through ``retried_message``."""

@@ -49,6 +49,7 @@ from ..db import broadcasts as queries
 from ..db.dialect import Dialect
 from ..db.vendors import dialect_for
 from ..runtime.roles import Role
+from ..turn import describe_exception
 
 logger = logging.getLogger("solid_objects")
 
@@ -180,7 +181,7 @@ def record(cursor: Any, dialect: Dialect, process_id: str, outcomes: list[Outcom
             dialect,
             process_id,
             outcome.row.id,
-            payloads.encode(_describe(outcome.error), what="error"),
+            payloads.encode(describe_exception(outcome.error), what="error"),
             retry_in=None if attempt >= settings.MAX_ATTEMPTS else settings.retry_delay(attempt),
         )
     deferred: dict[int, list[int]] = {}
@@ -190,14 +191,6 @@ def record(cursor: Any, dialect: Dialect, process_id: str, outcomes: list[Outcom
     for leader, ids in deferred.items():
         # Later rows of the actor wait for the failed one's retry (or go on if it is dead).
         queries.follow_leader(cursor, dialect, ids, leader, fenced_for=process_id)
-
-
-def _describe(error: BaseException) -> dict[str, Any]:
-    return {
-        "class": f"{type(error).__module__}.{type(error).__qualname__}",
-        "message": str(error)[:8192],
-        "backtrace": [],
-    }
 
 
 # -- delivery ----------------------------------------------------------------------------------

@@ -180,3 +180,37 @@ def test_admin_retry_of_dead_effects(operator: Client) -> None:
     completed.refresh_from_db()
     assert (dead.status, dead.attempt_count) == ("pending", 0)
     assert (completed.status, completed.attempt_count) == ("completed", 1)
+
+
+# -- permissions ---------------------------------------------------------------------------------
+def staff_with(*codenames: str) -> Client:
+    from django.contrib.auth.models import Permission
+
+    user = User.objects.create_user("staff", "staff@example.com", "pw", is_staff=True)
+    user.user_permissions.set(
+        Permission.objects.filter(content_type__app_label="solid_objects", codename__in=codenames)
+    )
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_operator_actions_need_the_change_permission() -> None:
+    instance = InstanceFactory()
+    dead = EffectFactory(status=Effect.Status.DEAD, attempt_count=5)
+    viewer = staff_with("view_instance", "view_effect")
+    instances = reverse("admin:solid_objects_instance_changelist")
+    effects = reverse("admin:solid_objects_effect_changelist")
+    viewer.post(instances, {"action": "pause", "_selected_action": [instance.pk]})
+    viewer.post(effects, {"action": "retry_dead", "_selected_action": [dead.pk]})
+    instance.refresh_from_db()
+    dead.refresh_from_db()
+    assert (instance.paused_at, dead.status) == (None, "dead")  # not offered, not run
+
+    User.objects.filter(username="staff").delete()
+    operator = staff_with("view_instance", "change_instance", "view_effect", "change_effect")
+    operator.post(instances, {"action": "pause", "_selected_action": [instance.pk]})
+    operator.post(effects, {"action": "retry_dead", "_selected_action": [dead.pk]})
+    instance.refresh_from_db()
+    dead.refresh_from_db()
+    assert instance.paused_at is not None and dead.status == "pending"

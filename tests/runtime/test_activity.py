@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -14,17 +15,18 @@ from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 
-from solid_objects import Rejected
+from solid_objects import LostActivation, Rejected
 from solid_objects.activation import ActivationCache, acquire, run_pass
-from solid_objects.models import DeadLetter, Message
+from solid_objects.models import DeadLetter, Instance, Message
 from solid_objects.turn import activity_key
 from tests.support.statements import count_statements
 from tests.support.waiting import wait_until
+from tests.testapp.actors import core
 from tests.testapp.actors.journal import Recorder
 from tilttek_activity import activity_recorded, cancel_activity, record_activity
 from tilttek_activity.models import Entry
 
-from .helpers import alias, drain, membership, run_once
+from .helpers import alias, drain, membership, run_once, start_thread
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -122,6 +124,34 @@ def test_a_group_that_is_rerun_after_a_failed_commit_records_once(owner, solid_s
     dead = DeadLetter.objects.get(message_id=conflicting.id)
     assert dead.exception_class == "tilttek_activity.errors.IdempotencyConflict"
     assert Message.objects.get(id=conflicting.id).attempt_count == 1  # never retried
+
+
+def test_a_turn_that_loses_its_lease_before_the_commit_records_nothing(owner):
+    ref = Recorder.ref("fenced-out")
+    message = ref.enqueue().record_and_wait("fence")
+    holder = start_thread(lambda: run_once(message.instance_id, owner))
+    assert core.entered.setdefault("fence:1", threading.Event()).wait(30)
+    Instance.objects.filter(id=message.instance_id).update(
+        activation_expires_at=timezone.now() - timedelta(minutes=5)
+    )
+    core.holds.setdefault("fence:1", threading.Event()).set()
+    with pytest.raises(LostActivation):
+        holder.outcome()
+    assert entries_of("fenced-out") == []
+    core.holds.setdefault("fence:2", threading.Event()).set()
+    assert run_once(message.instance_id, owner).processed == 1  # recovered, attempt 2
+    assert [e.idempotency_key for e in entries_of("fenced-out")] == [activity_key(message.id, 0)]
+
+
+def test_a_sync_call_records_with_its_turn():
+    # (On PostgreSQL the commit that ends a sync caller's pass is the other form of the
+    # one-statement group commit: it does not claim a next turn.)
+    ref = Recorder.ref("sync")
+    keys = ref.record()
+    message = Message.objects.get(instance__actor_id="sync", sequence=1)
+    assert keys == [activity_key(message.id, 0)]
+    assert [e.idempotency_key for e in entries_of("sync")] == keys
+    assert ref.snapshot().turns == 1
 
 
 def test_an_explicit_key_is_honoured_once_across_turns_and_views(owner):

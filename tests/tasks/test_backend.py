@@ -13,6 +13,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import Group
 from django.db import connections, transaction
+from django.urls import reverse
 from django.utils import timezone
 
 from solid_objects.errors import InvalidPayload
@@ -294,3 +295,26 @@ def test_unknown_results_do_not_exist():
 def test_results_are_kept_for_the_message_retention(solid_settings):
     solid_settings(MESSAGE_RETENTION=timedelta(days=3))
     assert retained_types()[TASK_ACTOR_TYPE] == timedelta(days=3)
+
+
+def test_the_admin_names_the_task_and_its_queue(admin_client, run_tasks, solid_settings):
+    solid_settings(RETRY_DELAY=NO_DELAY, MAX_ATTEMPTS=1)
+    result = tasks.add.enqueue(1, 2)
+    tasks.always_fails.enqueue("declined")
+    tasks.post_entry.enqueue(1)
+    messages = admin_client.get(reverse("admin:solid_objects_message_changelist"))
+    assert messages.status_code == 200
+    text = messages.content.decode()
+    assert "task tests.testapp.tasks.add on queue &quot;default&quot;" in text
+    assert "task tests.testapp.tasks.post_entry on queue &quot;ledger&quot; (ordered)" in text
+    found = admin_client.get(
+        reverse("admin:solid_objects_message_changelist"), {"q": result.id}
+    ).content.decode()
+    assert "tests.testapp.tasks.add" in found
+    assert "tests.testapp.tasks.always_fails" not in found
+    run_tasks()
+    dead = admin_client.get(reverse("admin:solid_objects_deadletter_changelist"))
+    assert (
+        "task tests.testapp.tasks.always_fails on queue &quot;default&quot;"
+        in dead.content.decode()
+    )

@@ -192,7 +192,8 @@ class Backend:
         )
         with self.connection.cursor() as cursor:
             cursor.execute(sql, list(positions))
-            return cursor.fetchall()
+            rows: list[Row] = cursor.fetchall()
+        return rows
 
     # -- reading ----------------------------------------------------------------------------
 

@@ -176,7 +176,7 @@ class MySQLBackend(Backend):
     def database_now(self) -> datetime:
         with self.connection.cursor() as cursor:
             cursor.execute("SELECT UTC_TIMESTAMP()")
-            value = cursor.fetchone()[0]
+            value: datetime = cursor.fetchone()[0]
         return value.replace(tzinfo=UTC)
 
     def insert_staged(self, drafts: Sequence[Draft], *, reserved: bool) -> InsertOutcome:

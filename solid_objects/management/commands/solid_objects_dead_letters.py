@@ -21,10 +21,10 @@ class Command(BaseCommand):
 
         alias = database or get_settings().DATABASE
         if retry is not None:
-            retried = DeadLetter.objects.using(alias).filter(pk=retry).retry()
-            if retry not in retried:
+            retries = DeadLetter.objects.using(alias).filter(pk=retry).retry()
+            if retry not in retries:
                 raise CommandError(f"no dead letter {retry}")
-            message = retried[retry]
+            message = retries[retry]
             self.stdout.write(
                 f"dead letter {retry} retried as message {message.id} (sequence {message.sequence})"
             )

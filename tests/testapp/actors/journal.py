@@ -69,6 +69,17 @@ class Recorder(Actor):
         self.turns = self.turns + 1
         return keys
 
+    def record_and_wait(self, name: str) -> list[str]:
+        """Record, then wait for the test's event ``name`` (a thread of the test process)."""
+        from .core import entered, holds
+
+        keys = self._record()
+        key = f"{name}:{self.message.attempt}"
+        entered.setdefault(key, threading.Event()).set()
+        holds.setdefault(key, threading.Event()).wait(30)
+        self.turns = self.turns + 1
+        return keys
+
     def record_and_hold(self, path: str) -> list[str]:
         """Record, then block until ``path`` exists (a worker subprocess is killed here)."""
         keys = self._record()
