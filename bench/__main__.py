@@ -25,7 +25,8 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         default="",
         help="comma-separated measures: "
-        "raw,enqueue,processing,sync,contention,statements,wakeup,state,idle,journal; and memory "
+        "raw,enqueue,processing,sync,contention,statements,wakeup,state,idle,journal,tasks; and "
+        "memory "
         "(worker RSS over --memory-turns turns: minutes, never in a default run)",
     )
     parser.add_argument("--quick", action="store_true", help="small counts (a smoke run)")
@@ -48,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         ("activity-writes", 2000),
         ("bulk-rows", 20000),
         ("memory-turns", 100_000),
+        ("task-count", 1000),
     ):
         parser.add_argument(f"--{name}", type=int, default=default)
     args = parser.parse_args(argv)
@@ -75,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         activity_writes=args.activity_writes,
         bulk_rows=args.bulk_rows,
         memory_turns=args.memory_turns,
+        task_count=args.task_count,
     )
     if args.quick:
         params = Params(
@@ -91,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
             catch_up_entries=5000,
             raw_seconds=1.0,
             idle_seconds=5.0,
+            task_count=200,
         )
     selected = [name for name in args.only.split(",") if name] or [
         name for name in MEASURES if name not in OPT_IN

@@ -58,6 +58,7 @@ class Params:
     memory_turns: int = 100_000
     contention_callers: int = 2
     contention_calls: int = 200
+    task_count: int = 1000
 
 
 def vendor() -> str:
@@ -771,6 +772,52 @@ def contention(p: Params) -> list[Result]:
     return out
 
 
+def _task_drain(
+    label: str, enqueue: Callable[[int], Any], count: int, worker_count: int, args: tuple[str, ...]
+) -> Result:
+    reset()
+    for n in range(count):
+        enqueue(n)
+    with workers(worker_count, args=args):
+        _wait_drained(timeout=300)
+    rate, done = _processing_rate()
+    return Result(
+        label,
+        rate,
+        "tasks/s",
+        RAW1 if worker_count == 1 else RAW2,
+        extra={"tasks": done, "workers": worker_count, "args": list(args)},
+    )
+
+
+def task_rates(p: Params) -> list[Result]:
+    """The django.tasks backend: enqueue rate, and the drain rates of an ordered queue (one
+    actor's mailbox, strictly one task at a time) and of a plain queue (a task per actor)."""
+    from bench.tasks import ordered_noop, plain_noop
+
+    reset()
+    started = time.perf_counter()
+    for n in range(p.task_count):
+        plain_noop.enqueue(n)
+    enqueue_rate = p.task_count / (time.perf_counter() - started)
+    threads = ("--threads", "2")
+    return [
+        Result("task enqueue (plain queue, one transaction each)", enqueue_rate, "tasks/s", RAW1),
+        _task_drain("ordered queue drain, 1 worker", ordered_noop.enqueue, p.task_count, 1, ()),
+        _task_drain(
+            "ordered queue drain, 2 workers x 2 threads",
+            ordered_noop.enqueue,
+            p.task_count,
+            2,
+            threads,
+        ),
+        _task_drain("plain queue drain, 1 worker", plain_noop.enqueue, p.task_count, 1, ()),
+        _task_drain(
+            "plain queue drain, 2 workers x 2 threads", plain_noop.enqueue, p.task_count, 2, threads
+        ),
+    ]
+
+
 MEASURES: dict[str, Callable[[Params], list[Result]]] = {
     "raw": raw_baselines,
     "enqueue": enqueue_rates,
@@ -783,6 +830,7 @@ MEASURES: dict[str, Callable[[Params], list[Result]]] = {
     "journal": journal,
     "memory": worker_memory,
     "contention": contention,
+    "tasks": task_rates,
 }
 #: Measures left out of a default run (they take minutes): ``--only memory`` runs them.
 OPT_IN = {"memory"}

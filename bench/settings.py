@@ -47,6 +47,12 @@ elif _db["ENGINE"].endswith("mysql"):
 SOLID_OBJECTS = {"PROCESS_HEARTBEAT_INTERVAL": 2.0, "PROCESS_ALIVE_THRESHOLD": 10.0}
 SOLID_OBJECTS.update(json.loads(os.environ.get("BENCH_SOLID_OBJECTS", "{}")))
 TILTTEK_ACTIVITY: dict[str, object] = {}
+TASKS = {
+    "default": {
+        "BACKEND": "solid_objects.tasks.SolidObjectsBackend",
+        "OPTIONS": {"ORDERED_QUEUES": ["bench-ordered"]},
+    }
+}
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
