@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from ..conf import table
 from ..payloads import MAX_DEPTH
+from .work_filter import WorkFilter
 
 
 @dataclass(slots=True)
@@ -251,7 +252,7 @@ class Dialect:
         return cursor.fetchone()
 
     # -- claiming an activation ------------------------------------------------------------
-    def due_instances(self, cursor: Any, limit: int) -> list[int]:
+    def due_instances(self, cursor: Any, limit: int, work: WorkFilter | None = None) -> list[int]:
         """Instances with a due ready message, oldest first (a non-locking scan).
 
         Turns run strictly in order, so an actor can run only when its lowest-sequence ready
@@ -260,30 +261,44 @@ class Dialect:
         retry would fill the candidate window on every poll, cost a lease and a release each
         time, and starve actors that do have work. The head is one probe of the
         ``(instance_id, sequence)`` index.
+
+        ``work`` limits the scan to the actors a dedicated worker takes (a join with the
+        instance row; the same one statement).
         """
         n = self.now
+        join, condition, params = self._work_join(work)
         cursor.execute(
-            f"SELECT r.instance_id FROM {self.t_ready} r WHERE r.available_at <= {n} "
+            f"SELECT r.instance_id FROM {self.t_ready} r{join} WHERE r.available_at <= {n} "
             f"AND (SELECT h.available_at FROM {self.t_ready} h WHERE h.instance_id = "
-            f"r.instance_id ORDER BY h.sequence LIMIT 1) <= {n} "
+            f"r.instance_id ORDER BY h.sequence LIMIT 1) <= {n}{condition} "
             "ORDER BY r.available_at, r.instance_id, r.sequence LIMIT %s",
-            [limit],
+            [*params, limit],
         )
         seen: dict[int, None] = {}
         for (instance_id,) in cursor.fetchall():
             seen.setdefault(int(instance_id), None)
         return list(seen)
 
-    def others_due(self, cursor: Any, instance_id: int) -> bool:
-        """Whether an actor other than ``instance_id`` could run now (its head is due)."""
+    def others_due(self, cursor: Any, instance_id: int, work: WorkFilter | None = None) -> bool:
+        """Whether an actor other than ``instance_id`` could run now (its head is due), among
+        those ``work`` takes."""
         n = self.now
+        join, condition, params = self._work_join(work)
         cursor.execute(
-            f"SELECT 1 FROM {self.t_ready} r WHERE r.instance_id <> %s AND r.available_at <= {n} "
+            f"SELECT 1 FROM {self.t_ready} r{join} WHERE r.instance_id <> %s "
+            f"AND r.available_at <= {n} "
             f"AND (SELECT h.available_at FROM {self.t_ready} h WHERE h.instance_id = "
-            f"r.instance_id ORDER BY h.sequence LIMIT 1) <= {n} LIMIT 1",
-            [instance_id],
+            f"r.instance_id ORDER BY h.sequence LIMIT 1) <= {n}{condition} LIMIT 1",
+            [instance_id, *params],
         )
         return cursor.fetchone() is not None
+
+    def _work_join(self, work: WorkFilter | None) -> tuple[str, str, list[str]]:
+        """The join with the instance row and the condition ``work`` adds, or nothing."""
+        if not work:
+            return "", "", []
+        condition, params = work.condition("i")
+        return f" JOIN {self.t_instances} i ON i.id = r.instance_id", f" AND {condition}", params
 
     def acquire_lease(
         self,
@@ -874,15 +889,16 @@ class Dialect:
         )
         return [row[0] for row in cursor.fetchall()]
 
-    def claims_without_lease(self, cursor: Any) -> list[int]:
+    def claims_without_lease(self, cursor: Any, work: WorkFilter | None = None) -> list[int]:
         """Instances whose claimed turn belongs to no live lease (expired, released or
-        taken over), at most 100."""
+        taken over), at most 100, among those ``work`` takes."""
+        condition, params = work.condition("i") if work else ("1 = 1", [])
         cursor.execute(
             f"SELECT c.instance_id FROM {self.t_claimed} c JOIN {self.t_instances} i "
-            "ON i.id = c.instance_id WHERE i.activation_token IS NULL "
+            "ON i.id = c.instance_id WHERE (i.activation_token IS NULL "
             f"OR i.activation_expires_at <= {self.now} "
-            "OR i.activation_token <> c.activation_token LIMIT 100",
-            [],
+            f"OR i.activation_token <> c.activation_token) AND {condition} LIMIT 100",
+            params,
         )
         return [int(row[0]) for row in cursor.fetchall()]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..conf import get_settings
+from ..db.work_filter import WorkFilter
 from .roles import ActorRole, Role
 from .supervisor import RETENTION_INTERVAL, Periodic, Supervisor
 
@@ -17,6 +18,7 @@ def build_supervisor(
     all_roles: bool = False,
     alias: str | None = None,
     broadcasts: bool = True,
+    work_filter: WorkFilter | None = None,
 ) -> Supervisor:
     """``broadcasts=False`` leaves the broadcast role out of ``all_roles`` (a worker whose
     channel layer is process-local: the web process delivers them, see live/embedded.py)."""
@@ -25,7 +27,9 @@ def build_supervisor(
         roles.append((ActorRole, actor_threads))
     if all_roles:
         roles.extend(extra_roles(broadcasts=broadcasts))
-    supervisor = Supervisor(roles=roles, alias=alias or get_settings().DATABASE)
+    supervisor = Supervisor(
+        roles=roles, alias=alias or get_settings().DATABASE, work_filter=work_filter or None
+    )
     if all_roles:
         supervisor.periodic.append(retention_task(supervisor))
     return supervisor

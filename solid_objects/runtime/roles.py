@@ -21,6 +21,7 @@ from ..conf import get_settings
 from ..db.connections import abandon, release_abandoned
 from ..db.dialect import LeaseRow
 from ..db.vendors import dialect_for
+from ..db.work_filter import WorkFilter
 from ..errors import LostActivation, StateMigrationError, UnknownActorType
 from ..pause_points import pause_point
 from .wakeup import doorbell
@@ -35,6 +36,8 @@ class RoleHost(Protocol):
     alias: str
     stopping: threading.Event
     activation_cache: ActivationCache
+    #: The actors this process takes (``run_actor_worker --actor-types``...), or all.
+    work_filter: WorkFilter | None
 
     def track(self, lease: LeaseRow) -> None:
         """Hold ``lease`` for renewal while a pass runs."""
@@ -134,18 +137,21 @@ class ActorRole(Role):
         connection = connections[self.alias]
         dialect = dialect_for(connection)
         with connection.cursor() as cursor:
-            ids = dialect.due_instances(cursor, CANDIDATE_WINDOW)
+            work = self.supervisor.work_filter
+            ids = dialect.due_instances(cursor, CANDIDATE_WINDOW, work)
             now = time.monotonic()
             if now >= self._next_stale_scan:
                 self._next_stale_scan = now + stale_scan_interval()
-                ids.extend(i for i in stale_claims(cursor, dialect) if i not in ids)
+                ids.extend(i for i in stale_claims(cursor, dialect, work) if i not in ids)
         return ids
 
     def others_waiting(self, instance_id: int) -> bool:
         """Whether an actor other than ``instance_id`` has due work (one short read)."""
         connection = connections[self.alias]
         with connection.cursor() as cursor:
-            return dialect_for(connection).others_due(cursor, instance_id)
+            return dialect_for(connection).others_due(
+                cursor, instance_id, self.supervisor.work_filter
+            )
 
     def run_once(self) -> bool:
         if release_abandoned(self.alias):
@@ -186,10 +192,10 @@ class ActorRole(Role):
         self.cache.clear()
 
 
-def stale_claims(cursor: Any, dialect: Any) -> list[int]:
+def stale_claims(cursor: Any, dialect: Any, work: WorkFilter | None = None) -> list[int]:
     """Instances whose claimed turn belongs to no live lease (expired, released or taken
     over): the next lease on them recovers the claim (retry, or dead letter at the limit)."""
-    return dialect.claims_without_lease(cursor)
+    return dialect.claims_without_lease(cursor, work)
 
 
 def renew_leases(alias: str, leases: list[Any]) -> None:

@@ -30,6 +30,7 @@ from ..activation import ActivationCache
 from ..conf import get_settings
 from ..db.connections import close_quietly
 from ..db.vendors import dialect_for
+from ..db.work_filter import WorkFilter
 from . import processes
 from .roles import Role, renew_leases
 from .wakeup import KINDS, doorbell
@@ -81,6 +82,8 @@ class Supervisor:
     install_signal_handlers: bool = True
     #: Start the cross-process wake-up transport (tests of a single process may skip it).
     wake_ups: bool = True
+    #: The actors this process's actor role takes (``None``: every actor).
+    work_filter: WorkFilter | None = None
 
     def __post_init__(self) -> None:
         self.stopping = threading.Event()

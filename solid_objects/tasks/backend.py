@@ -89,7 +89,7 @@ class SolidObjectsBackend(compat.BaseTaskBackend):  # type: ignore[misc]
             raise InvalidPayload(f"task arguments must be JSON values: {exc}") from None
         queue = task.queue_name
         ordered = queue in self.ordered_queues
-        actor_id = ordered_queue_actor_id(queue) if ordered else new_task_actor_id()
+        actor_id = ordered_queue_actor_id(queue) if ordered else new_task_actor_id(queue)
         validate_identifier(actor_id, "queue name")
         available_at = task.run_after
         if available_at is None and not ordered and task.priority:

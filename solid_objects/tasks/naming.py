@@ -19,9 +19,10 @@ def ordered_queue_actor_id(queue_name: str) -> str:
     return f"{QUEUE_PREFIX}{queue_name}"
 
 
-def new_task_actor_id() -> str:
-    """A fresh actor for one task of an unordered queue (tasks never wait for each other)."""
-    return f"{TASK_PREFIX}{uuid.uuid4().hex}"
+def new_task_actor_id(queue_name: str) -> str:
+    """A fresh actor for one task of an unordered queue (tasks never wait for each other);
+    its id starts with ``task:<queue>:`` so a worker dedicated to queues finds it."""
+    return f"{TASK_PREFIX}{queue_name}:{uuid.uuid4().hex}"
 
 
 def describe(actor_id: str, arguments: object) -> str:

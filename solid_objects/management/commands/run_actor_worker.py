@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 
 class Command(BaseCommand):
@@ -17,12 +17,41 @@ class Command(BaseCommand):
             "cleanup and retention, under one supervisor",
         )
         parser.add_argument("--database", default=None, help="database alias")
+        parser.add_argument(
+            "--actor-types",
+            default="",
+            help="comma-separated actor types: run only these (with --queues: these and "
+            "those tasks)",
+        )
+        parser.add_argument(
+            "--exclude-actor-types", default="", help="comma-separated actor types never run"
+        )
+        parser.add_argument(
+            "--queues",
+            default="",
+            help="comma-separated django.tasks queues: run only their tasks (with "
+            "--actor-types: those actors too)",
+        )
 
     def handle(
-        self, *args: Any, threads: int, all_roles: bool, database: str | None, **options: Any
+        self,
+        *args: Any,
+        threads: int,
+        all_roles: bool,
+        database: str | None,
+        actor_types: str,
+        exclude_actor_types: str,
+        queues: str,
+        **options: Any,
     ) -> None:
         from solid_objects.live.layers import default_layer, describe, is_process_local
+        from solid_objects.runtime.dedication import UnknownWork, names, work_filter
         from solid_objects.runtime.launch import build_supervisor
+
+        try:
+            work = work_filter(names(actor_types), names(exclude_actor_types), names(queues))
+        except UnknownWork as exc:
+            raise CommandError(str(exc)) from None
 
         layer = default_layer() if all_roles else None
         broadcasts = not is_process_local(layer)
@@ -33,7 +62,11 @@ class Command(BaseCommand):
                 "asgi.py); use channels_redis to deliver them from here"
             )
         supervisor = build_supervisor(
-            actor_threads=threads, all_roles=all_roles, alias=database, broadcasts=broadcasts
+            actor_threads=threads,
+            all_roles=all_roles,
+            alias=database,
+            broadcasts=broadcasts,
+            work_filter=work,
         )
         code = supervisor.run()
         if code:

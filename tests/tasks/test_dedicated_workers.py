@@ -1,0 +1,89 @@
+"""Dedicated workers: ``run_actor_worker --actor-types / --exclude-actor-types / --queues``
+take only the actors (and tasks) they are given, in the scans and in stale-claim recovery."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import connection
+
+from solid_objects.db.vendors import dialect_for
+from solid_objects.db.work_filter import ActorSelection, WorkFilter
+from solid_objects.models import Instance, Process
+from solid_objects.runtime.dedication import work_filter
+from solid_objects.tasks.compat import TaskResultStatus
+from solid_objects.tasks.naming import TASK_ACTOR_TYPE
+from tests.support.waiting import wait_until
+from tests.testapp import tasks
+from tests.testapp.actors.core import Counter
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def due(work: WorkFilter | None) -> set[str]:
+    dialect = dialect_for(connection)
+    with connection.cursor() as cursor:
+        ids = dialect.due_instances(cursor, 100, work)
+    return set(Instance.objects.filter(id__in=ids).values_list("actor_id", flat=True))
+
+
+def others(instance_actor_id: str, work: WorkFilter | None) -> bool:
+    instance = Instance.objects.get(actor_id=instance_actor_id)
+    dialect = dialect_for(connection)
+    with connection.cursor() as cursor:
+        return dialect.others_due(cursor, instance.id, work)
+
+
+def test_the_scan_takes_only_the_chosen_actors_and_queues():
+    Counter.ref("a_b-1").enqueue().add(1)
+    Counter.ref("axb-1").enqueue().add(1)
+    tasks.add.enqueue(1, 1)  # queue "default"
+    tasks.write_group.using(queue_name="emails").enqueue("mail")
+    tasks.post_entry.enqueue(1)  # the ordered queue "ledger"
+    every = due(None)
+    assert len(every) == 5
+    assert due(work_filter(actor_types=("tests.counter",))) == {"a_b-1", "axb-1"}
+    only_tasks = due(work_filter(exclude_actor_types=("tests.counter",)))
+    assert len(only_tasks) == 3
+    emails = due(work_filter(queues=("emails",)))
+    assert len(emails) == 1
+    assert next(iter(emails)).startswith("task:emails:")
+    assert due(work_filter(queues=("ledger",))) == {"queue:ledger"}
+    mixed = due(work_filter(actor_types=("tests.counter",), queues=("ledger",)))
+    assert mixed == {"a_b-1", "axb-1", "queue:ledger"}
+    # LIKE wildcards in a name are matched literally.
+    literal = WorkFilter(actors=(ActorSelection("tests.counter", prefixes=("a_b",)),))
+    assert due(literal) == {"a_b-1"}
+    assert due(WorkFilter(actors=(ActorSelection("tests.counter", ids=("axb-1",)),))) == {"axb-1"}
+    assert others("a_b-1", None)
+    assert not others("a_b-1", literal)
+
+
+def test_unknown_actor_types_are_refused():
+    with pytest.raises(CommandError, match="nope"):
+        call_command("run_actor_worker", actor_types="tests.counter,nope")
+    assert work_filter() is None
+    assert work_filter(actor_types=(TASK_ACTOR_TYPE,)) is not None
+
+
+@pytest.mark.slow
+def test_a_worker_dedicated_to_a_queue_runs_only_its_tasks(commands):
+    settings = {"POLLING_INTERVAL": 0.05, "IDLE_POLLING_INTERVAL": 0.25}
+    elsewhere = tasks.add.enqueue(1, 2)
+    counter = Counter.ref("not-mine").enqueue().add(1)
+    mine = tasks.write_group.using(queue_name="emails").enqueue("dedicated")
+    proc = commands.start("run_actor_worker", "--queues", "emails", settings=settings)
+
+    def done() -> bool:
+        mine.refresh()
+        return mine.is_finished
+
+    wait_until(done, what="the emails task", details=lambda: commands.log(proc))
+    assert mine.status == TaskResultStatus.SUCCESSFUL
+    # Enqueued before it, due, and never taken.
+    elsewhere.refresh()
+    assert elsewhere.status == TaskResultStatus.READY
+    assert elsewhere.attempts == 0
+    assert counter.status() != "completed"
+    assert Process.objects.filter(kind="worker").count() == 1
+    assert commands.terminate(proc) == 0, commands.log(proc)
