@@ -12,6 +12,7 @@ from importlib.metadata import version as _distribution_version
 from .actor import Actor, attribute, migrate_state, observable, query
 from .errors import (
     ActorCallCycle,
+    ActorDefinitionError,
     ActorDestroyed,
     ApplicationWriteForbidden,
     DatabaseUnavailable,
@@ -32,7 +33,7 @@ from .errors import (
     UnknownActorType,
     UnknownOperation,
 )
-from .references import ActorReference, MessageReference, Snapshot, ref
+from .references import ActorReference, AsyncReference, MessageReference, Snapshot, ref
 from .registry import commit_action, effect, register
 
 try:
@@ -44,8 +45,10 @@ except PackageNotFoundError:  # imported from a checkout that was never installe
 __all__ = [
     "Actor",
     "ActorCallCycle",
+    "ActorDefinitionError",
     "ActorDestroyed",
     "ActorReference",
+    "AsyncReference",
     "ApplicationWriteForbidden",
     "DatabaseUnavailable",
     "IdempotencyConflict",

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ActorCallCycle",
+    "ActorDefinitionError",
     "ActorDestroyed",
     "ApplicationWriteForbidden",
     "DatabaseUnavailable",
@@ -89,6 +90,12 @@ class SyncTimeout(SolidObjectsError, TimeoutError):
         self.status = status
         self.waiting_on = waiting_on
         super().__init__(message)
+
+
+class ActorDefinitionError(SolidObjectsError, TypeError):
+    """An actor class that cannot work as declared, refused when the class is defined: an
+    operation or attribute name taken by the reference or the snapshot, an attribute that
+    clashes with a method, a missing ``@migrate_state`` step."""
 
 
 class SyncInsideTransaction(SolidObjectsError):

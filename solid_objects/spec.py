@@ -13,16 +13,36 @@ import inspect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, overload
 
 from .errors import StateMigrationError, UnknownOperation
 
 REJECTION_CODE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 
-# Names a reference proxy uses itself; an operation may not shadow them.
+#: Names a reference (``ref.<name>``, ``ref.aio.<name>``) answers itself; an operation
+#: may not take them (refused when the class is defined).
 RESERVED_OPERATION_NAMES = frozenset(
-    {"sync", "enqueue", "snapshot", "destroy", "find_message", "ref", "actor_type", "actor_id"}
+    {
+        "actor_id",
+        "actor_type",
+        "aio",
+        "destroy",
+        "enqueue",
+        "find_message",
+        "ref",
+        "reference",
+        "snapshot",
+        "spec",
+        "sync",
+    }
 )
+#: Names a snapshot (``snap.<name>``) answers itself; a state attribute may not take them.
+RESERVED_ATTRIBUTE_NAMES = frozenset(
+    {"actor_id", "exists", "instance_id", "revision", "state", "state_version"}
+)
+
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class ActorInstance(Protocol):
@@ -54,8 +74,22 @@ class ActorAddress:
         return self.spec.actor_type
 
 
-class attribute:
-    """A persisted field of the actor's JSON state."""
+class attribute(Generic[T]):
+    """A persisted field of the actor's JSON state.
+
+    Typed from its default (``attribute(default=0)`` is an ``int``), or explicitly:
+    ``attribute[list[str]](default=list)``; a callable default (``list``) or ``None`` gives
+    ``Any`` unless the type is written.
+    """
+
+    @overload
+    def __init__(self: attribute[Any], default: Callable[[], Any]) -> None: ...
+
+    @overload
+    def __init__(self, default: T) -> None: ...
+
+    @overload
+    def __init__(self: attribute[Any], default: None = None) -> None: ...
 
     def __init__(self, default: Any = None) -> None:
         self.default = default
@@ -68,7 +102,13 @@ class attribute:
         value = self.default() if callable(self.default) else self.default
         return copy.deepcopy(value)
 
-    def __get__(self, instance: ActorInstance | None, owner: type | None = None) -> Any:
+    @overload
+    def __get__(self, instance: None, owner: type | None = None) -> attribute[T]: ...
+
+    @overload
+    def __get__(self, instance: object, owner: type | None = None) -> T: ...
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
         if instance is None:
             return self
         state = instance._state
@@ -76,7 +116,7 @@ class attribute:
             state[self.name] = self.initial()
         return state[self.name]
 
-    def __set__(self, instance: ActorInstance, value: Any) -> None:
+    def __set__(self, instance: Any, value: T) -> None:
         instance._state[self.name] = value
 
 
@@ -106,7 +146,7 @@ class Operation:
         return arguments
 
 
-def query(function: Callable[..., Any]) -> Callable[..., Any]:
+def query(function: F) -> F:
     """Mark a read-only operation: ordered through the mailbox, state never written."""
     function.__solid_query__ = True  # type: ignore[attr-defined]
     return function
@@ -172,7 +212,7 @@ class ActorSpec:
     actor_type: str
     cls: type[ActorInstance]
     operations: dict[str, Operation] = field(default_factory=dict)
-    attributes: dict[str, attribute] = field(default_factory=dict)
+    attributes: dict[str, attribute[Any]] = field(default_factory=dict)
     observables: dict[str, ObservableSpec] = field(default_factory=dict)
     migrations: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = field(default_factory=dict)
 
