@@ -1,7 +1,13 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from tests.testapp import views
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("solid-objects/", include("solid_objects.urls")),
+    # Async views of the async-API tests (tests/asynchronous/test_asgi_server.py).
+    path("counter/<str:actor_id>/add", views.counter_add),
+    path("counter/<str:actor_id>/enqueue", views.counter_enqueue),
+    path("counter/<str:actor_id>/refuse", views.counter_refuse),
 ]
