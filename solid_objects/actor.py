@@ -176,16 +176,16 @@ def _build_spec(cls: type[Actor]) -> ActorSpec:
                     )
                 spec.attributes[name] = value
             elif isinstance(value, observable):
-                _check_operation_name(cls, name)
                 function = value.function
                 assert function is not None
+                _check_operation_name(cls, name, function)
                 spec.observables[name] = value.spec()
                 spec.operations[name] = Operation(name, function, True, inspect.signature(function))
             elif isinstance(value, migrate_state):
                 assert value.function is not None
                 spec.migrations[value.from_version] = value.function
             elif not name.startswith("_") and name not in _BASE_NAMES and inspect.isfunction(value):
-                _check_operation_name(cls, name)
+                _check_operation_name(cls, name, value)
                 spec.operations[name] = Operation(
                     name, value, getattr(value, "__solid_query__", False), inspect.signature(value)
                 )
@@ -203,7 +203,12 @@ def _build_spec(cls: type[Actor]) -> ActorSpec:
     return spec
 
 
-def _check_operation_name(cls: type[Actor], name: str) -> None:
+def _check_operation_name(cls: type[Actor], name: str, function: Any = None) -> None:
+    if inspect.iscoroutinefunction(function) or inspect.isasyncgenfunction(function):
+        raise ActorDefinitionError(
+            f"{cls.__name__}.{name}: operations run inside the turn's transaction and cannot "
+            "be async; await I/O in an async effect handler (self.emit) instead"
+        )
     if name in RESERVED_OPERATION_NAMES:
         raise ActorDefinitionError(
             f"{cls.__name__}.{name}: an operation cannot be named {name!r}, references "

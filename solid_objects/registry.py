@@ -8,12 +8,13 @@ look a type up.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
 
-from .errors import UnknownActorType
+from .errors import ActorDefinitionError, UnknownActorType
 from .spec import ActorSpec
 
 A = TypeVar("A", bound=type)
@@ -74,6 +75,11 @@ def commit_action(name: str) -> Callable[[F], F]:
     """``@solid_objects.commit_action(name)``: ``fn(arguments, context)`` runs in the commit."""
 
     def decorator(function: F) -> F:
+        if inspect.iscoroutinefunction(function):
+            raise ActorDefinitionError(
+                f"commit action {name!r}: it runs inside the fenced commit and cannot be "
+                "async (an async effect handler can be)"
+            )
         _commit_actions[name] = function
         return function
 

@@ -76,3 +76,32 @@ def test_every_reference_name_is_reserved():
     snapshot_fields = {"actor_id", "exists", "revision", "state", "instance_id", "state_version"}
     assert snapshot_fields <= RESERVED_ATTRIBUTE_NAMES
     assert not {n for n in dir(Snapshot) if not n.startswith("_")} - RESERVED_ATTRIBUTE_NAMES
+
+
+def test_an_async_operation_is_refused():
+    with pytest.raises(ActorDefinitionError, match="cannot be async"):
+
+        class AsyncCart(Actor):
+            actor_type = "clash.async"
+
+            async def add_item(self, product_id: str) -> int:
+                return 1
+
+    with pytest.raises(ActorDefinitionError, match="cannot be async"):
+
+        class AsyncQuery(Actor):
+            actor_type = "clash.async.query"
+
+            @query
+            async def total(self) -> int:
+                return 1
+
+
+def test_an_async_commit_action_is_refused():
+    import solid_objects
+
+    async def create_group(arguments: dict[str, object], context: object) -> None:
+        return None
+
+    with pytest.raises(ActorDefinitionError, match="cannot be async"):
+        solid_objects.commit_action("clash.async.action")(create_group)
