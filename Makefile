@@ -41,7 +41,7 @@ ifneq ($(strip $(shell cat $(STAMP) 2>/dev/null)),$(strip $(INSTALL_SPEC)))
 .PHONY: $(STAMP)
 endif
 
-.PHONY: help venv sysdeps test test-adversarial demo lint format bench docs docs-serve dist tox clean
+.PHONY: help venv sysdeps test test-adversarial demo lint typecheck format bench docs docs-serve dist tox clean
 
 help:
 	@echo "make demo    run the example shop (web server + workers) on http://$(DEMO_HOST):$(DEMO_PORT)/"
@@ -49,6 +49,7 @@ help:
 	@echo "make test-adversarial  the SIGKILL soak and database-restart suites (same URLs)"
 	@echo "make test-browser  the live-pages tests in headless Chromium (same URLs)"
 	@echo "make lint    ruff check + ruff format --check"
+	@echo "make typecheck  mypy --strict with django-stubs on solid_objects and tilttek_activity"
 	@echo "make format  ruff format + ruff check --fix"
 	@echo "make bench   python -m bench (on DATABASE_URL)"
 	@echo "make docs    build the documentation site strictly into site/ (docs-serve: serve it)"
@@ -139,6 +140,10 @@ lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	@for f in .ci/run .ci/test-matrix; do bash -n $$f; done
+
+# Configured in pyproject.toml ([tool.mypy], [tool.django-stubs]); any error fails.
+typecheck: $(STAMP)
+	$(PY) -m mypy
 
 format: $(STAMP)
 	$(PY) -m ruff format .

@@ -205,7 +205,7 @@ def check_round_trip(alias: str) -> Finding:
     from .references import ActorReference
 
     actor_id = f"doctor-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    reference = ActorReference(DiagnosticActor._spec, actor_id)
+    reference: ActorReference[DiagnosticActor] = ActorReference(DiagnosticActor._spec, actor_id)
     nonce = uuid.uuid4().hex
     started = time.monotonic()
     try:

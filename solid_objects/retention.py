@@ -30,9 +30,11 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import IntegrityError, connections, transaction
+from django.db.backends.utils import CursorWrapper
 
 from . import signals
 from .conf import get_settings
+from .db.dialect import Dialect
 from .db.vendors import dialect_for
 
 logger = logging.getLogger("solid_objects")
@@ -75,7 +77,7 @@ def retained_types() -> dict[str, timedelta]:
 
 
 # -- conditions (``{o}`` is how the statement names the outer row) ---------------------------
-def _message_conditions(d: Any, cutoff: str) -> str:
+def _message_conditions(d: Dialect, cutoff: str) -> str:
     return (
         f"{{o}}.completed_at IS NOT NULL AND {{o}}.completed_at < {cutoff} "
         f"AND NOT EXISTS (SELECT 1 FROM {d.t_ready} r WHERE r.message_id = {{o}}.id) "
@@ -89,7 +91,7 @@ def _message_conditions(d: Any, cutoff: str) -> str:
     )
 
 
-def _process_conditions(d: Any, cutoff: str) -> str:
+def _process_conditions(d: Dialect, cutoff: str) -> str:
     return (
         "{o}.shutdown_state = 'stopped' "
         f"AND COALESCE({{o}}.stopped_at, {{o}}.last_heartbeat_at) < {cutoff} "
@@ -103,7 +105,7 @@ def _process_conditions(d: Any, cutoff: str) -> str:
     )
 
 
-def _instance_conditions(d: Any, cutoff: str) -> str:
+def _instance_conditions(d: Dialect, cutoff: str) -> str:
     return (
         "{o}.actor_type = %s AND {o}.paused_at IS NULL AND {o}.activation_owner_id IS NULL "
         f"AND ({{o}}.last_used_at < {cutoff} "
@@ -120,7 +122,7 @@ def _instance_conditions(d: Any, cutoff: str) -> str:
     )
 
 
-def _cutoff(dialect: Any, age: timedelta) -> tuple[str, list[Any]]:
+def _cutoff(dialect: Dialect, age: timedelta) -> tuple[str, list[Any]]:
     """``now - age`` on the database clock: SQL and parameters."""
     return dialect.now_plus(-age.total_seconds())
 
@@ -309,8 +311,8 @@ def _prune_instances(
 
 
 def _recheck(
-    cursor: Any,
-    d: Any,
+    cursor: CursorWrapper,
+    d: Dialect,
     table: str,
     alias: str,
     ids: list[Any],

@@ -13,9 +13,10 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connections
+from django.db.backends.utils import CursorWrapper
 
 from .conf import get_settings
-from .db.dialect import as_datetime
+from .db.dialect import Dialect, as_datetime
 from .db.vendors import dialect_for
 
 
@@ -51,7 +52,9 @@ def collect(using: str | None = None, *, dead_letter_limit: int = 10) -> dict[st
     return report
 
 
-def _processes(cursor: Any, d: Any, now: datetime, threshold: float) -> dict[str, Any]:
+def _processes(
+    cursor: CursorWrapper, d: Dialect, now: datetime, threshold: float
+) -> dict[str, Any]:
     cursor.execute(
         "SELECT id, kind, hostname, pid, started_at, last_heartbeat_at, shutdown_state "
         f"FROM {d.t_processes} WHERE shutdown_state <> 'stopped' ORDER BY kind, started_at",
@@ -80,7 +83,7 @@ def _processes(cursor: Any, d: Any, now: datetime, threshold: float) -> dict[str
     return {"live": live, "stopped": int(cursor.fetchone()[0])}
 
 
-def _mailbox(cursor: Any, d: Any, n: str, now: datetime) -> dict[str, Any]:
+def _mailbox(cursor: CursorWrapper, d: Dialect, n: str, now: datetime) -> dict[str, Any]:
     cursor.execute(
         "SELECT m.actor_type, COUNT(*), "
         f"SUM(CASE WHEN r.available_at <= {n} THEN 1 ELSE 0 END), "
@@ -123,7 +126,7 @@ def _mailbox(cursor: Any, d: Any, n: str, now: datetime) -> dict[str, Any]:
     }
 
 
-def _outbox(cursor: Any, table: str, n: str, now: datetime) -> dict[str, Any]:
+def _outbox(cursor: CursorWrapper, table: str, n: str, now: datetime) -> dict[str, Any]:
     cursor.execute(
         f"SELECT status, COUNT(*), SUM(CASE WHEN available_at <= {n} THEN 1 ELSE 0 END), "
         f"MIN(CASE WHEN available_at <= {n} THEN available_at END) FROM {table} "
@@ -140,7 +143,7 @@ def _outbox(cursor: Any, table: str, n: str, now: datetime) -> dict[str, Any]:
     return result
 
 
-def _reminders(cursor: Any, d: Any, n: str, now: datetime) -> dict[str, Any]:
+def _reminders(cursor: CursorWrapper, d: Dialect, n: str, now: datetime) -> dict[str, Any]:
     cursor.execute(
         f"SELECT COUNT(*), SUM(CASE WHEN next_run_at <= {n} THEN 1 ELSE 0 END), "
         f"MIN(CASE WHEN next_run_at <= {n} THEN next_run_at END) FROM {d.t_reminders} "
@@ -155,7 +158,7 @@ def _reminders(cursor: Any, d: Any, n: str, now: datetime) -> dict[str, Any]:
     }
 
 
-def _dead_letters(cursor: Any, d: Any, limit: int) -> dict[str, Any]:
+def _dead_letters(cursor: CursorWrapper, d: Dialect, limit: int) -> dict[str, Any]:
     cursor.execute(
         "SELECT COUNT(*), SUM(CASE WHEN retried_message_id IS NULL THEN 1 ELSE 0 END) "
         f"FROM {d.t_dead}",

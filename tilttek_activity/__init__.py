@@ -33,9 +33,9 @@ if TYPE_CHECKING:
     from .projections import Projection
     from .reading import entries
     from .rebuilding import rebuild
-    from .records import ActivityEntry, Recorded
     from .references import reference
     from .signals import activity_cancelled, activity_recorded, hole_skipped
+    from .values import ActivityEntry, Recorded
 
 __all__ = [
     "ActivityEntry",
@@ -71,8 +71,8 @@ _LAZY = {
     "aentries": "aio",
     "arecord_activities": "aio",
     "arecord_activity": "aio",
-    "ActivityEntry": "records",
-    "Recorded": "records",
+    "ActivityEntry": "values",
+    "Recorded": "values",
     "CatchUpResult": "catchup",
     "catch_up": "catchup",
     "follow": "catchup",

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.contrib import admin, messages
 from django.core.paginator import Paginator
 from django.db.models import BigIntegerField as BigIntegerOutput
-from django.db.models import ExpressionWrapper, F, Q, QuerySet, Subquery
+from django.db.models import ExpressionWrapper, F, Model, Q, QuerySet, Subquery
 from django.http import HttpRequest
 from django.utils.functional import cached_property
 from django.utils.html import format_html
@@ -20,8 +20,19 @@ from .projections import registry
 from .reading import verb_prefix_q
 from .rebuilding import rebuild
 
+if TYPE_CHECKING:
+    # django-stubs makes these classes generic; Django's own take no subscript at run time.
+    _EntryPaginator = Paginator[Entry]
+    _EntryAdminBase = admin.ModelAdmin[Entry]
+    _CheckpointAdminBase = admin.ModelAdmin[Checkpoint]
+else:
+    _EntryPaginator = Paginator
+    _EntryAdminBase = _CheckpointAdminBase = admin.ModelAdmin
 
-class CappedPaginator(Paginator):
+_M = TypeVar("_M", bound=Model)
+
+
+class CappedPaginator(_EntryPaginator):
     """Counts at most ``CAP + 1`` rows: a large journal never pays for ``COUNT(*)``."""
 
     CAP = 10_000
@@ -42,7 +53,9 @@ class VerbPrefixFilter(admin.SimpleListFilter):
     parameter_name = "verb_prefix"
     SAMPLE = 500
 
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+    def lookups(
+        self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]
+    ) -> list[tuple[str, str]]:
         recent = (
             model_admin.get_queryset(request)
             .order_by("-position")
@@ -63,15 +76,13 @@ class VerbPrefixFilter(admin.SimpleListFilter):
             return queryset.none()
 
 
-class _OnJournalDatabase:
+def _on_journal_database(queryset: QuerySet[_M]) -> QuerySet[_M]:
     """Read (and write) through ``TILTTEK_ACTIVITY["DATABASE"]``, wherever routers point."""
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
-        return super().get_queryset(request).using(get_settings().DATABASE)  # type: ignore[misc]
+    return queryset.using(get_settings().DATABASE)
 
 
 @admin.register(Entry)
-class EntryAdmin(_OnJournalDatabase, admin.ModelAdmin):
+class EntryAdmin(_EntryAdminBase):
     list_display = (
         "position",
         "kind",
@@ -103,6 +114,9 @@ class EntryAdmin(_OnJournalDatabase, admin.ModelAdmin):
     )
     readonly_fields = fields
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Entry]:
+        return _on_journal_database(super().get_queryset(request))
+
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Entry], search_term: str
     ) -> tuple[QuerySet[Entry], bool]:
@@ -131,7 +145,7 @@ class EntryAdmin(_OnJournalDatabase, admin.ModelAdmin):
 
 
 @admin.register(Checkpoint)
-class CheckpointAdmin(_OnJournalDatabase, admin.ModelAdmin):
+class CheckpointAdmin(_CheckpointAdminBase):
     list_display = ("projection", "position", "lag", "registered", "updated_at")
     ordering = ("projection",)
     readonly_fields = ("projection", "position", "updated_at")
@@ -140,8 +154,7 @@ class CheckpointAdmin(_OnJournalDatabase, admin.ModelAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[Checkpoint]:
         newest = Entry.objects.order_by("-position").values("position")[:1]
         return (
-            super()
-            .get_queryset(request)
+            _on_journal_database(super().get_queryset(request))
             .annotate(head=Subquery(newest))
             .annotate(
                 lag_positions=ExpressionWrapper(

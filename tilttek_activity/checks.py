@@ -13,7 +13,7 @@ from . import conf
 @checks.register(checks.Tags.compatibility)
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """One error per invalid ``TILTTEK_ACTIVITY`` entry, each naming the setting."""
-    errors = [
+    errors: list[checks.CheckMessage] = [
         checks.Error(message, id="tilttek_activity.E001", obj=conf.setting_name(key or "*"))
         for key, message in conf.problems()
     ]

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .records import ActivityEntry
+    from .values import ActivityEntry
 
 __all__ = [
     "ActivityError",

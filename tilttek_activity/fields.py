@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.db import models
 
 __all__ = ["BinaryCharField", "binary_collation"]
+
+# django-stubs makes fields generic in what they accept and return; Django's own fields take
+# no subscript at run time, so there the subscript gives the plain class back.
+_ST = TypeVar("_ST", contravariant=True)
+_GT = TypeVar("_GT", covariant=True)
+
+if TYPE_CHECKING:
+    _CharField = models.CharField
+else:
+
+    class _Unsubscripted:
+        def __getitem__(self, _: object) -> type[models.CharField]:
+            return models.CharField
+
+    _CharField = _Unsubscripted()
 
 
 def binary_collation(connection: Any) -> str | None:
@@ -28,7 +43,7 @@ def binary_collation(connection: Any) -> str | None:
     return None
 
 
-class BinaryCharField(models.CharField):
+class BinaryCharField(_CharField[_ST, _GT]):
     """``varchar`` with the collation of :func:`binary_collation`.
 
     Verbs, references and keys use it, so ``Order.`` and ``order.`` are two verbs, ``k`` and

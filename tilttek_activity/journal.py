@@ -21,8 +21,9 @@ from .db.base import Backend, Identity
 from .errors import ActivityError, ActivityNotFound, IdempotencyConflict, InvalidActivity
 from .limits import CANCELLED, KEY_LENGTH, RECORDED, REFERENCE_LENGTH, VERB_LENGTH
 from .notifying import listened, send_signals
-from .records import ActivityEntry, Recorded, decode_row
+from .records import decode_row
 from .validation import Draft, json_text, validate_activity, validate_key, validate_occurred_at
+from .values import ActivityEntry, Recorded
 
 __all__ = ["cancel_activity", "record_activities", "record_activity"]
 

@@ -26,7 +26,7 @@ class Entry(models.Model):
     """One journal entry. Append-only: written by :func:`tilttek_activity.record_activity`
     and :func:`tilttek_activity.cancel_activity`, never updated.
 
-    The public functions return :class:`tilttek_activity.records.ActivityEntry` values; the
+    The public functions return :class:`tilttek_activity.values.ActivityEntry` values; the
     model exists for the admin, the migrations and ad-hoc ORM queries.
     """
 

@@ -6,8 +6,8 @@ import logging
 from collections.abc import Sequence
 
 from .limits import CANCELLED
-from .records import ActivityEntry
 from .signals import activity_cancelled, activity_recorded
+from .values import ActivityEntry
 
 __all__ = ["listened", "send_signals"]
 

@@ -17,9 +17,9 @@ from django.utils.module_loading import autodiscover_modules
 
 from .errors import InvalidActivity, UnknownProjection
 from .limits import PROJECTION_NAME_LENGTH
-from .records import ActivityEntry
 from .text import problem_with_identifier
 from .validation import validate_verb
+from .values import ActivityEntry
 
 __all__ = ["Projection", "autodiscover", "registry", "validate_projection_name"]
 

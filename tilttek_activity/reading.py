@@ -24,10 +24,11 @@ from .conf import database_alias
 from .db import backend_for
 from .errors import InvalidActivity
 from .limits import INT64_MAX, INT64_MIN, KINDS
-from .records import ActivityEntry, decode_row
+from .records import decode_row
 from .references import reference
 from .text import shown
 from .validation import validate_verb
+from .values import ActivityEntry
 
 __all__ = [
     "MAX_LIMIT",

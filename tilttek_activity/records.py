@@ -1,4 +1,4 @@
-"""Journal entries as plain values, and the one place stored rows are decoded.
+"""The one place stored rows of the journal are decoded into entries.
 
 Reads go through raw cursors (no model instances, no field converters) and every column is
 checked here, so a row written by hand or by an older version raises
@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
-from typing import Any, NamedTuple
+from typing import Any
 
 from .errors import UnexpectedValueError
-from .limits import CANCELLED, INT32_MAX, INT32_MIN, KINDS
+from .limits import INT32_MAX, INT32_MIN, KINDS
+from .values import ActivityEntry, Recorded
 
+# ActivityEntry and Recorded live in values.py (errors.py needs them without the decoder);
+# they stay importable from here.
 __all__ = ["COLUMNS", "ActivityEntry", "Recorded", "decode_row"]
 
 #: Column order of every raw read of ``tilttek_activity_entry``.
@@ -32,42 +34,6 @@ COLUMNS = (
     "occurred_at",
     "recorded_at",
 )
-
-
-@dataclass(frozen=True, slots=True)
-class ActivityEntry:
-    """One journal entry, as recorded. Dates are aware and in UTC."""
-
-    position: int
-    kind: str
-    idempotency_key: str
-    member: str
-    verb: str
-    object: str | None
-    quantity: int
-    context: dict[str, Any]
-    occurred_at: datetime
-    recorded_at: datetime
-
-    def __hash__(self) -> int:
-        return hash((self.position, self.kind, self.idempotency_key))
-
-    @property
-    def pk(self) -> int:
-        """The position, under the name a Django user reaches for first."""
-        return self.position
-
-    @property
-    def is_cancellation(self) -> bool:
-        return self.kind == CANCELLED
-
-
-class Recorded(NamedTuple):
-    """What a write returns, like ``get_or_create``: the kept row and whether this call
-    wrote it."""
-
-    entry: ActivityEntry
-    created: bool
 
 
 def decode_row(row: Sequence[Any], tz: tzinfo) -> ActivityEntry:
@@ -125,7 +91,7 @@ def decode_context(value: Any, position: object) -> dict[str, Any]:
     return value
 
 
-def decode_datetime(value: Any, tz: tzinfo, column: str, position: object) -> datetime:
+def decode_datetime(value: object, tz: tzinfo, column: str, position: object) -> datetime:
     if isinstance(value, str):
         try:
             value = datetime.fromisoformat(value)

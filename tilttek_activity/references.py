@@ -29,7 +29,9 @@ def reference(obj: models.Model | str, *, field: str = "reference") -> str:
         pk = obj.pk
         if pk is None:
             raise InvalidActivity(field, "an unsaved model instance has no reference")
-        text = f"{obj._meta.concrete_model._meta.label_lower}:{pk}"
+        # Only abstract models lack a concrete model, and Django refuses to instantiate them.
+        model = obj._meta.concrete_model or type(obj)
+        text = f"{model._meta.label_lower}:{pk}"
     else:
         raise InvalidActivity(
             field,

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from json.encoder import encode_basestring  # type: ignore[attr-defined]
+from json.encoder import encode_basestring
 from typing import Any
 
 from django.db import models
@@ -30,9 +30,9 @@ from .limits import (
     RECORDED,
     VERB_LENGTH,
 )
-from .records import ActivityEntry
 from .references import reference
 from .text import problem_with_identifier, problem_with_text, shown
+from .values import ActivityEntry
 
 __all__ = [
     "MAX_CONTEXT_BYTES",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.db import models
 
@@ -11,8 +11,23 @@ from ..limits import IDENTIFIER_LENGTH, UUID_LENGTH
 
 __all__ = ["IDENTIFIER_LENGTH", "UUID_LENGTH", "BinaryCharField", "foreign_key"]
 
+# django-stubs makes fields generic in what they accept and return; Django's own fields take
+# no subscript at run time, so there the subscript gives the plain class back.
+_ST = TypeVar("_ST", contravariant=True)
+_GT = TypeVar("_GT", covariant=True)
 
-class BinaryCharField(models.CharField):
+if TYPE_CHECKING:
+    _CharField = models.CharField
+else:
+
+    class _Unsubscripted:
+        def __getitem__(self, _: object) -> type[models.CharField]:
+            return models.CharField
+
+    _CharField = _Unsubscripted()
+
+
+class BinaryCharField(_CharField[_ST, _GT]):
     """A ``CharField`` compared byte for byte on every database.
 
     PostgreSQL gets the ``C`` collation, MariaDB ``utf8mb4_nopad_bin`` and MySQL

@@ -12,14 +12,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Protocol
+from typing import Protocol
 
 from django.db import DatabaseError, InterfaceError, connections, transaction
+from django.db.backends.utils import CursorWrapper
 
 from ..activation import ActivationCache, acquire, run_pass
 from ..conf import get_settings
 from ..db.connections import abandon, release_abandoned
-from ..db.dialect import LeaseRow
+from ..db.dialect import Dialect, LeaseRow
 from ..db.vendors import dialect_for
 from ..db.work_filter import WorkFilter
 from ..errors import LostActivation, StateMigrationError, UnknownActorType
@@ -192,13 +193,15 @@ class ActorRole(Role):
         self.cache.clear()
 
 
-def stale_claims(cursor: Any, dialect: Any, work: WorkFilter | None = None) -> list[int]:
+def stale_claims(
+    cursor: CursorWrapper, dialect: Dialect, work: WorkFilter | None = None
+) -> list[int]:
     """Instances whose claimed turn belongs to no live lease (expired, released or taken
     over): the next lease on them recovers the claim (retry, or dead letter at the limit)."""
     return dialect.claims_without_lease(cursor, work)
 
 
-def renew_leases(alias: str, leases: list[Any]) -> None:
+def renew_leases(alias: str, leases: list[LeaseRow]) -> None:
     """Extend the leases of turns still in flight (long handlers)."""
     if not leases:
         return

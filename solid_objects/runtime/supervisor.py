@@ -27,8 +27,9 @@ from typing import Any
 from django.db import DatabaseError, InterfaceError, connections
 
 from ..activation import ActivationCache
-from ..conf import get_settings
+from ..conf import SolidObjectsSettings, get_settings
 from ..db.connections import close_quietly
+from ..db.dialect import LeaseRow
 from ..db.vendors import dialect_for
 from ..db.work_filter import WorkFilter
 from . import processes
@@ -92,7 +93,7 @@ class Supervisor:
             _Slot(factory, index) for factory, count in self.roles for index in range(count)
         ]
         self._tasks: list[Periodic] = []
-        self._leases: dict[int, Any] = {}
+        self._leases: dict[int, LeaseRow] = {}
         self._leases_lock = threading.Lock()
         self._signals = 0
         self._attention = threading.Event()  # a role thread ended: look at once
@@ -101,11 +102,11 @@ class Supervisor:
         self.transport: Listener | None = None
 
     # -- leases in flight --------------------------------------------------------------------
-    def track(self, lease: Any) -> None:
+    def track(self, lease: LeaseRow) -> None:
         with self._leases_lock:
             self._leases[id(lease)] = lease
 
-    def untrack(self, lease: Any) -> None:
+    def untrack(self, lease: LeaseRow) -> None:
         with self._leases_lock:
             self._leases.pop(id(lease), None)
 
@@ -142,7 +143,7 @@ class Supervisor:
             self._shutdown(settings.SHUTDOWN_TIMEOUT)
         return 0
 
-    def _loop(self, settings: Any) -> None:
+    def _loop(self, settings: SolidObjectsSettings) -> None:
         self._tasks = [
             task if isinstance(task, Periodic) else Periodic(task[0], task[1])
             for task in self.periodic

@@ -9,7 +9,8 @@ from functools import cached_property
 from typing import Any, ClassVar, Literal
 
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import Expression, F
+from django.db.models import F
+from django.db.models.expressions import Combinable
 
 from ..limits import CHECKPOINT_TABLE, ENTRY_TABLE
 from ..records import COLUMNS
@@ -70,7 +71,9 @@ class Backend:
     @property
     def timezone(self) -> tzinfo:
         """The zone naive datetimes read from this connection are in."""
-        return self.connection.timezone
+        zone = self.connection.timezone
+        # None only with USE_TZ = False, which the system check refuses (tilttek_activity.E003).
+        return UTC if zone is None else zone
 
     def adapt_datetime(self, value: datetime) -> Any:
         return self.connection.ops.adapt_datetimefield_value(value)
@@ -104,7 +107,7 @@ class Backend:
         """The raw select list, in ``COLUMNS`` order."""
         return ", ".join(self.columns)
 
-    def select_fields(self) -> list[str | Expression]:
+    def select_fields(self) -> list[str | Combinable]:
         """The same select list for ORM-compiled reads (``values_list``)."""
         return [F(name) for name in COLUMNS]
 
@@ -205,7 +208,8 @@ class Backend:
         )
         with self.connection.cursor() as cursor:
             cursor.execute(sql, [position, limit])
-            return cursor.fetchall()
+            rows: list[Row] = cursor.fetchall()
+            return rows
 
     def head(self) -> int:
         """The highest visible position (0 for an empty journal)."""

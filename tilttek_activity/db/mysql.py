@@ -44,7 +44,7 @@ import time
 import uuid
 from collections.abc import Collection, Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.db import DatabaseError, OperationalError, transaction
 
@@ -62,6 +62,10 @@ from .base import (
     dated,
 )
 from .innodb import compound_write, lock_name
+
+if TYPE_CHECKING:
+    # Only for the annotation: importing the backend at run time needs the MySQL driver.
+    from django.db.backends.mysql.base import DatabaseWrapper as MySQLConnection
 
 logger = logging.getLogger("tilttek_activity")
 
@@ -127,6 +131,7 @@ def _lock_timeout(drafts: Sequence[Draft]) -> OperationalError:
 
 
 class MySQLBackend(Backend):
+    connection: MySQLConnection
     vendor: ClassVar[str] = "mysql"
     gap_strategy: ClassVar[GapStrategy] = "evidence"
     kept_read_suffix: ClassVar[str] = " LOCK IN SHARE MODE"
@@ -152,7 +157,7 @@ class MySQLBackend(Backend):
         """MariaDB runs anonymous compound statements (``BEGIN NOT ATOMIC``): the whole
         write-once protocol of :mod:`.innodb` in one round trip. MySQL needs one statement
         per step."""
-        return bool(self.connection.mysql_is_mariadb)
+        return self.connection.mysql_is_mariadb
 
     @property
     def json_table(self) -> bool:

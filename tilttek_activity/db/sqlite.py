@@ -24,7 +24,8 @@ from datetime import datetime
 from functools import cached_property
 from typing import ClassVar
 
-from django.db.models import Expression, F, TextField
+from django.db.models import F, TextField
+from django.db.models.expressions import Combinable
 from django.db.models.functions import Cast
 
 from ..records import COLUMNS
@@ -48,14 +49,14 @@ class SQLiteBackend(Backend):
             for name, quoted in zip(COLUMNS, self.columns, strict=True)
         )
 
-    def select_fields(self) -> list[str | Expression]:
+    def select_fields(self) -> list[str | Combinable]:
         return [
             Cast(name, TextField()) if name in DATETIME_COLUMNS else F(name) for name in COLUMNS
         ]
 
     def max_rows_per_statement(self, params_per_row: int) -> int | None:
         self.connection.ensure_connection()
-        limit = self.connection.connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+        limit: int = self.connection.connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
         return max(1, limit // params_per_row)
 
     @cached_property
