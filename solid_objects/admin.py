@@ -412,5 +412,6 @@ class ProcessAdmin(ReadOnlyAdmin):
         threshold = get_settings().PROCESS_ALIVE_THRESHOLD
         return (
             obj.shutdown_state != "stopped"
+            and obj.kind != "caller"  # a caller heartbeats only while it calls: idle is normal
             and (timezone.now() - obj.last_heartbeat_at).total_seconds() > threshold
         )

@@ -18,7 +18,10 @@ to start on a bad value, with a message naming the setting. Identifiers (``docs/
 ``E011``              ``SOLID_OBJECTS`` itself is not a dict
 ``E012``              actors record activity but the journal is on another database
 ``W001``              unknown key (probably a typo)
+``E013``              queries of an app's models are not routed to its ``DATABASE``
 ``W002``              ``WARN_STATE_BYTES`` above ``MAX_STATE_BYTES`` (never warns)
+``W003``              ``migrate`` would create an app's tables on another database too
+``W004``              the connection pool of the actors' database is too small for a worker
 ====================  ==========================================================
 """
 
@@ -123,6 +126,74 @@ def check_journal_database(app_configs: Any = None, **kwargs: Any) -> list[Check
             id="solid_objects.E012",
         )
     ]
+
+
+ROUTER_HINT = (
+    'Add DATABASE_ROUTERS = ["solid_objects.routers.SolidObjectsRouter"] (before your own '
+    "routers), or a router of yours that sends these models to the configured alias."
+)
+
+
+@register(TAG, "database")
+def check_routing(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Without a router, an app whose ``DATABASE`` is not ``"default"`` is half-configured:
+    the runtime writes the configured alias while the admin and ORM queries read
+    ``default``, and ``migrate`` creates the tables on every alias. Both are reported
+    (no connection is opened: only the routers are asked)."""
+    from django.apps import apps
+    from django.db.utils import ConnectionRouter
+
+    from .routers import ACTORS_APP, JOURNAL_APP, alias_for_app
+
+    raw = getattr(settings, "SOLID_OBJECTS", None)
+    if raw is not None and (
+        not isinstance(raw, Mapping) or any(isinstance(m, Error) for m in check_settings())
+    ):
+        return []  # the settings checks report those first
+    router = ConnectionRouter()  # reads settings.DATABASE_ROUTERS now (override_settings)
+    messages: list[CheckMessage] = []
+    for app_label, setting in ((ACTORS_APP, "SOLID_OBJECTS"), (JOURNAL_APP, "TILTTEK_ACTIVITY")):
+        if not apps.is_installed(app_label):
+            continue
+        alias = alias_for_app(app_label)
+        if alias not in settings.DATABASES:
+            continue  # reported by the app's own settings check
+        config = apps.get_app_config(app_label)
+        wrong = sorted(
+            {
+                f"{model.__name__} → {routed!r}"
+                for model in config.get_models()
+                for routed in (router.db_for_read(model), router.db_for_write(model))
+                if routed != alias
+            }
+        )
+        if wrong:
+            messages.append(
+                Error(
+                    f'{setting}["DATABASE"] is {alias!r} but queries of {app_label} models '
+                    f"go elsewhere ({', '.join(wrong[:3])}"
+                    f"{', ...' if len(wrong) > 3 else ''}): the admin and ORM queries would "
+                    "read and write another copy of the tables.",
+                    hint=ROUTER_HINT,
+                    id="solid_objects.E013",
+                )
+            )
+        others = [
+            other
+            for other in settings.DATABASES
+            if other != alias and router.allow_migrate(other, app_label)
+        ]
+        if others:
+            messages.append(
+                CheckWarning(
+                    f"migrate would create the {app_label} tables on "
+                    f"{', '.join(repr(o) for o in others)} as well as on {alias!r}: only "
+                    f"{alias!r} is used, the other copies stay empty and mislead.",
+                    hint=ROUTER_HINT,
+                    id="solid_objects.W003",
+                )
+            )
+    return messages
 
 
 def _calls(cls: type, attribute: str) -> bool:

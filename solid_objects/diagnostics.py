@@ -10,9 +10,17 @@ non-zero):
    ``solid_objects`` migration is unapplied;
 4. **wake-ups**: the configured transport answers its probe (a failure with ``"auto"`` only
    warns: workers fall back to polling);
-5. **roles**: live processes per role kind; a stale one (heartbeat older than
-   ``PROCESS_ALIVE_THRESHOLD``) warns, no live actor worker warns;
-6. **round trip**: a real synchronous call to the internal diagnostic actor
+5. **copies**: no other database alias holds a copy of the tables (``migrate`` without
+   :class:`~solid_objects.routers.SolidObjectsRouter` creates them on every alias; a copy
+   misleads whoever reads it): a copy fails;
+6. **roles**: live processes per role kind; a stale one (heartbeat older than
+   ``PROCESS_ALIVE_THRESHOLD``) warns, a missing role kind warns (an idle caller, a web
+   process that made sync calls, is not a role and never warns);
+7. **backlog**: work overdue by more than ``PROCESS_ALIVE_THRESHOLD`` (due mailbox
+   messages, effects, broadcasts, reminders): overdue work nobody serves (its role is not
+   running) fails, and so do pending broadcasts with no broadcast role to deliver them;
+   overdue work with its role running warns (the role is behind);
+8. **round trip**: a real synchronous call to the internal diagnostic actor
    ``solid_objects.diagnostic`` (caller-assisted: it runs in this process through the
    normal enqueue, lease, fenced commit path), whose instance is destroyed afterwards.
 """
@@ -86,7 +94,9 @@ def run_checks(using: str | None = None, *, round_trip: bool = True) -> list[Fin
         ("database", check_database),
         ("schema", check_schema),
         ("wake-ups", check_wake_ups),
+        ("copies", check_copies),
         ("roles", check_roles),
+        ("backlog", check_backlog),
     ]
     if round_trip:
         checks.append(("round trip", check_round_trip))
@@ -168,25 +178,122 @@ def check_wake_ups(alias: str) -> Finding:
     )
 
 
+#: The role kinds and what each serves (the ``processes.kind`` of their rows).
+ROLE_KINDS = {
+    "worker": "actor turns (run_actor_worker)",
+    "effect": "effects and actor-to-actor messages (run_effect_worker)",
+    "reminder": "reminders (run_reminder_scheduler)",
+    "broadcast": "broadcasts (run_broadcast_worker)",
+}
+
+
+def check_copies(alias: str) -> Finding:
+    """Other aliases holding a copy of the tables (introspection only)."""
+    from django.conf import settings
+    from django.db import connections
+
+    from .conf import table
+
+    ours = {table(name) for name in TABLES}
+    copies, unreachable = [], []
+    for other in settings.DATABASES:
+        if other == alias:
+            continue
+        connection = connections[other]
+        if connection.settings_dict.get("TEST", {}).get("MIRROR"):
+            continue  # a test mirror is the same database under another name
+        try:
+            present = ours & set(connection.introspection.table_names())
+        except Exception as exc:  # an alias that is down is not our problem here
+            unreachable.append(f"{other} ({type(exc).__name__})")
+            continue
+        if present:
+            copies.append(f"{other!r} ({len(present)} tables)")
+    if copies:
+        return Finding(
+            "copies",
+            FAIL,
+            f"the solid_objects tables also exist on {', '.join(copies)}; only {alias!r} is "
+            "used: add solid_objects.routers.SolidObjectsRouter to DATABASE_ROUTERS and drop "
+            "the copies (manage.py migrate solid_objects zero --database ALIAS)",
+        )
+    suffix = f" (not reachable: {', '.join(unreachable)})" if unreachable else ""
+    return Finding("copies", OK, f"tables only on {alias!r}{suffix}")
+
+
+def _live_kinds(report: dict[str, Any]) -> tuple[dict[str, int], list[str]]:
+    kinds: dict[str, int] = {}
+    stale = []
+    for process in report["processes"]["live"]:
+        if process["kind"] == "caller":
+            continue  # callers heartbeat only while they call: idle is normal
+        if process["stale"]:
+            stale.append(f"{process['kind']} {process['hostname']}:{process['pid']}")
+        else:
+            kinds[process["kind"]] = kinds.get(process["kind"], 0) + 1
+    return kinds, stale
+
+
 def check_roles(alias: str) -> Finding:
     from .status import collect
 
-    live = collect(alias)["processes"]["live"]
-    kinds: dict[str, int] = {}
-    stale = []
-    for process in live:
-        if process["stale"]:
-            stale.append(f"{process['kind']} {process['hostname']}:{process['pid']}")
-        elif process["kind"] != "caller":
-            kinds[process["kind"]] = kinds.get(process["kind"], 0) + 1
+    kinds, stale = _live_kinds(collect(alias))
     summary = ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items())) or "none"
+    problems = []
     if stale:
-        return Finding("roles", WARN, f"live: {summary}; stale: {', '.join(stale)}")
-    if "worker" not in kinds:
-        return Finding(
-            "roles", WARN, f"live: {summary}; no actor worker is running (async messages wait)"
+        problems.append(f"stale: {', '.join(stale)}")
+    missing = [kind for kind in ROLE_KINDS if kind not in kinds]
+    if missing:
+        problems.append(
+            "not running: "
+            + "; ".join(f"{kind} ({ROLE_KINDS[kind]})" for kind in missing)
+            + " (run_actor_worker --all-roles runs every role)"
         )
+    if problems:
+        return Finding("roles", WARN, f"live: {summary}; {'; '.join(problems)}")
     return Finding("roles", OK, f"live: {summary}")
+
+
+def _shown(seconds: float) -> str:
+    return f"{seconds:.0f}s" if seconds < 120 else f"{seconds / 60:.0f}m"
+
+
+def check_backlog(alias: str) -> Finding:
+    from .conf import get_settings
+    from .status import collect
+
+    report = collect(alias)
+    kinds, _ = _live_kinds(report)
+    threshold = get_settings().PROCESS_ALIVE_THRESHOLD
+    mailbox, outbox, reminders = report["mailbox"], report["outbox"], report["reminders"]
+    work = [
+        ("worker", "mailbox messages", mailbox["due"], mailbox["lag_seconds"]),
+        ("effect", "effects", outbox["effects"]["due"], outbox["effects"]["lag_seconds"]),
+        (
+            "broadcast",
+            "broadcasts",
+            outbox["broadcasts"]["due"],
+            outbox["broadcasts"]["lag_seconds"],
+        ),
+        ("reminder", "reminders", reminders["due"], reminders["lag_seconds"]),
+    ]
+    unserved, behind = [], []
+    for kind, what, due, lag in work:
+        overdue = bool(due) and lag is not None and lag > threshold
+        if kind == "broadcast" and outbox["broadcasts"]["pending"] and kind not in kinds:
+            unserved.append(
+                f"{outbox['broadcasts']['pending']} broadcasts pending and no broadcast role "
+                "delivers them"
+            )
+        elif overdue and kind not in kinds:
+            unserved.append(f"{due} {what} overdue by {_shown(lag)} and no {kind} role running")
+        elif overdue:
+            behind.append(f"{due} {what} overdue by {_shown(lag)}")
+    if unserved:
+        return Finding("backlog", FAIL, "; ".join(unserved + behind))
+    if behind:
+        return Finding("backlog", WARN, "; ".join(behind) + " (the roles are behind)")
+    return Finding("backlog", OK, f"nothing overdue by more than {_shown(threshold)}")
 
 
 def _forget_caller(alias: str) -> None:

@@ -19,6 +19,9 @@ from .conf import get_settings
 from .db.dialect import Dialect, as_datetime
 from .db.vendors import dialect_for
 
+#: The ``processes.kind`` of a process that only makes sync calls (no role thread).
+CALLER_KIND = "caller"
+
 
 def _age(now: datetime, value: Any) -> float | None:
     moment = as_datetime(value)
@@ -63,6 +66,10 @@ def _processes(
     live = []
     for process_id, kind, host, pid, started, heartbeat, state in cursor.fetchall():
         age = _age(now, heartbeat)
+        silent = age is None or age > threshold
+        # A caller (a web or script process that made sync calls) heartbeats only while it
+        # calls: silence means idle, not crashed.
+        caller = kind == CALLER_KIND
         live.append(
             {
                 "id": process_id,
@@ -73,7 +80,9 @@ def _processes(
                 "last_heartbeat_at": _iso(heartbeat),
                 "heartbeat_age": age,
                 "shutdown_state": state,
-                "stale": age is None or age > threshold,
+                "role": not caller,
+                "stale": silent and not caller,
+                "idle": silent and caller,
             }
         )
     cursor.execute(

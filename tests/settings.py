@@ -107,3 +107,5 @@ LOGGING = {
         "tilttek_activity": {"handlers": ["console"], "level": "WARNING"},
     },
 }
+if os.environ.get("SOLID_TEST_PLAIN_LOGGING"):  # a project that configures no logging
+    LOGGING = {"version": 1, "disable_existing_loggers": False}

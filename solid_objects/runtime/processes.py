@@ -19,6 +19,7 @@ from django.db import connections, transaction
 
 from .. import signals
 from ..conf import get_settings
+from ..db.process_kinds import kinds_of
 from ..db.vendors import dialect_for
 from ..pause_points import pause_point
 
@@ -126,8 +127,20 @@ def cleanup_dead(alias: str, threshold: float | None = None) -> list[str]:
     marked = [
         process_id for process_id in dead if _mark_stopped(alias, process_id, silent_for=threshold)
     ]
+    kinds: dict[str, str] = {}
+    if marked:
+        with connection.cursor() as cursor:
+            kinds = kinds_of(cursor, dialect_for(connection), marked)
     for process_id in marked:
-        logger.warning("process %s stopped heartbeating; its work was released", process_id)
+        kind = kinds.get(process_id, "?")
+        if kind == "caller":
+            # A web or script process heartbeats only while it makes sync calls: an idle
+            # one goes quiet. Its row is closed; its next sync call registers again.
+            logger.info("sync caller %s has been idle; its registration was closed", process_id)
+        else:
+            logger.warning(
+                "%s process %s stopped heartbeating; its work was released", kind, process_id
+            )
         signals.send(signals.process_pruned, process_id=process_id, reason="dead")
     return marked
 

@@ -32,7 +32,7 @@ from ..db.connections import close_quietly
 from ..db.dialect import LeaseRow
 from ..db.vendors import dialect_for
 from ..db.work_filter import WorkFilter
-from . import processes
+from . import lifecycle, processes
 from .roles import Role, renew_leases
 from .wakeup import KINDS, doorbell
 from .wakeup import transports as wakeup_transports
@@ -124,9 +124,12 @@ class Supervisor:
 
     def run(self) -> int:
         settings = get_settings()
-        if self.install_signal_handlers:
+        if self.install_signal_handlers:  # a worker process of its own (not a test thread)
             signal.signal(signal.SIGTERM, self.request_stop)
             signal.signal(signal.SIGINT, self.request_stop)
+            lifecycle.ensure_visible()
+        began = time.monotonic()
+        clean = True
         try:
             if self.wake_ups:
                 self.transport = wakeup_transports.start(self.alias)
@@ -137,10 +140,19 @@ class Supervisor:
                 )
             for slot in self._slots:
                 self._start(slot)
+            lifecycle.started(
+                lifecycle.describe_roles(slot.role.label for slot in self._slots if slot.role),
+                self.alias,
+                connections[self.alias].vendor,
+                self.transport.mode if self.transport is not None else "polling only",
+                list(self.process_ids.values()),
+            )
             self.started.set()
             self._loop(settings)
         finally:
-            self._shutdown(settings.SHUTDOWN_TIMEOUT)
+            clean = self._shutdown(settings.SHUTDOWN_TIMEOUT)
+            if self.started.is_set():
+                lifecycle.stopped(time.monotonic() - began, clean)
         return 0
 
     def _loop(self, settings: SolidObjectsSettings) -> None:
@@ -260,7 +272,8 @@ class Supervisor:
         task.thread = threading.Thread(target=run, name=f"solid-objects-{task.name}", daemon=True)
         task.thread.start()
 
-    def _shutdown(self, timeout: float) -> None:
+    def _shutdown(self, timeout: float) -> bool:
+        """Stop every thread (waiting up to ``timeout``); ``True`` if all of them ended."""
         self.stopping.set()
         for kind in KINDS:
             doorbell(kind).ring()
@@ -269,6 +282,7 @@ class Supervisor:
         for thread in threads:
             if thread is not None:
                 thread.join(max(0.0, deadline - time.monotonic()))
+        clean = not any(thread is not None and thread.is_alive() for thread in threads)
         for process_id in self.process_ids.values():
             try:
                 processes.deregister(process_id, self.alias)
@@ -278,6 +292,7 @@ class Supervisor:
             self.transport.stop()
             self.transport = None
         connections[self.alias].close()
+        return clean
 
     def slots(self) -> list[_Slot]:
         return list(self._slots)

@@ -94,10 +94,14 @@ def test_status_of_an_empty_database():
     assert report["mailbox"]["ready"] == 0 and report["mailbox"]["lag_seconds"] is None
 
 
+ROLE_KINDS = ("worker", "effect", "reminder", "broadcast")
+
+
 def test_doctor_passes_on_a_working_setup_and_cleans_up_after_itself():
-    processes.register("worker", "default")
+    for kind in ROLE_KINDS:
+        processes.register(kind, "default")
     findings = {f.check: f for f in run_checks()}
-    assert [f.status for f in findings.values()] == [OK] * 6, findings
+    assert [f.status for f in findings.values()] == [OK] * 8, findings
     assert "sync call committed" in findings["round trip"].detail
     assert not Instance.objects.filter(actor_type=DIAGNOSTIC_TYPE).exists()
     # The short-lived caller registration of the round trip is stopped, not left to go stale.
@@ -113,8 +117,53 @@ def test_doctor_warns_without_live_workers_but_does_not_fail():
     call_command("solid_objects_doctor", "--json", "--no-round-trip", stdout=out)
     findings = {f["check"]: f for f in json.loads(out.getvalue())}
     assert findings["roles"]["status"] == "warn"
-    assert "no actor worker" in findings["roles"]["detail"]
+    assert "not running: worker (actor turns" in findings["roles"]["detail"]
+    assert findings["backlog"]["status"] == "ok"  # nothing waits, so nothing fails
     assert "round trip" not in findings
+
+
+def test_doctor_fails_on_overdue_work_whose_role_is_not_running(solid_settings):
+    """Only run_actor_worker: effects, reminders and broadcasts silently never run."""
+    solid_settings(PROCESS_ALIVE_THRESHOLD=5.0)
+    processes.register("worker", "default")
+    overdue = timezone.now() - timedelta(seconds=30)
+    EffectFactory(available_at=overdue)
+    ReminderFactory(next_run_at=overdue)
+    BroadcastFactory(available_at=timezone.now())  # not overdue, but nobody delivers it
+    ReadyMessageFactory(message=MessageFactory(available_at=overdue), available_at=overdue)
+    findings = {f.check: f for f in run_checks(round_trip=False)}
+    roles, backlog = findings["roles"], findings["backlog"]
+    assert roles.status == "warn" and "effect (effects" in roles.detail
+    assert backlog.status == FAIL, backlog
+    for expected in (
+        "1 effects overdue by 30s and no effect role running",
+        "1 reminders overdue by 30s and no reminder role running",
+        "1 broadcasts pending and no broadcast role delivers them",
+        "1 mailbox messages overdue by 30s",  # its role runs: behind, listed too
+    ):
+        assert expected in backlog.detail
+    with pytest.raises(SystemExit):
+        call_command(
+            "solid_objects_doctor", "--no-round-trip", stdout=StringIO(), stderr=StringIO()
+        )
+
+    for kind in ("effect", "reminder", "broadcast"):
+        processes.register(kind, "default")
+    backlog = {f.check: f for f in run_checks(round_trip=False)}["backlog"]
+    assert backlog.status == "warn" and "the roles are behind" in backlog.detail
+    assert "broadcasts" not in backlog.detail  # pending but not overdue, and delivered
+
+
+def test_an_idle_sync_caller_is_neither_stale_nor_a_missing_role():
+    for kind in ROLE_KINDS:
+        processes.register(kind, "default")
+    idle = ProcessFactory(kind="caller", last_heartbeat_at=timezone.now() - timedelta(hours=1))
+    (row,) = [p for p in collect()["processes"]["live"] if p["id"] == idle.id]
+    assert (row["stale"], row["idle"], row["role"]) == (False, True, False)
+    assert {f.check: f for f in run_checks(round_trip=False)}["roles"].status == OK
+    out = StringIO()
+    call_command("solid_objects_status", stdout=out)
+    assert "idle caller" in out.getvalue() and "STALE" not in out.getvalue()
 
 
 def test_doctor_fails_when_the_wake_up_transport_is_broken(solid_settings):

@@ -42,7 +42,7 @@ class Command(BaseCommand):
         if not processes["live"]:
             self.stdout.write("  none running")
         for p in processes["live"]:
-            flag = "  STALE" if p["stale"] else ""
+            flag = "  STALE" if p["stale"] else "  idle caller" if p.get("idle") else ""
             self.stdout.write(
                 f"  {p['kind']:<10} {p['hostname'] + ':' + str(p['pid']):<32.32} "
                 f"{p['shutdown_state']:<9} heartbeat {_seconds(p['heartbeat_age'])} ago"

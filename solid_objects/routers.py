@@ -1,0 +1,65 @@
+"""``SolidObjectsRouter``: keeps both apps' tables and queries on their configured databases.
+
+Add it to ``settings.DATABASE_ROUTERS`` whenever ``SOLID_OBJECTS["DATABASE"]`` or
+``TILTTEK_ACTIVITY["DATABASE"]`` is not ``"default"``::
+
+    DATABASE_ROUTERS = ["solid_objects.routers.SolidObjectsRouter"]
+
+Reads and writes of ``solid_objects`` models (the admin, the operator verbs, user queries)
+go to ``SOLID_OBJECTS["DATABASE"]``, those of ``tilttek_activity`` models to
+``TILTTEK_ACTIVITY["DATABASE"]``; ``migrate`` creates each app's tables on its database
+only. For models of other apps the router has no opinion (``None``), so it composes with
+the project's own routers (put it first).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Model
+
+ACTORS_APP = "solid_objects"
+JOURNAL_APP = "tilttek_activity"
+
+
+def alias_for_app(app_label: str) -> str | None:
+    """The configured database of one of the two apps, ``None`` for any other app."""
+    if app_label == ACTORS_APP:
+        from .conf import get_settings
+
+        return get_settings().DATABASE
+    if app_label == JOURNAL_APP:
+        from tilttek_activity.conf import user_settings
+
+        raw = user_settings()
+        alias = raw.get("DATABASE", "default") if isinstance(raw, dict) else "default"
+        return alias if isinstance(alias, str) else "default"
+    return None
+
+
+def _alias(model: type[Model] | Model) -> str | None:
+    return alias_for_app(model._meta.app_label)
+
+
+class SolidObjectsRouter:
+    """Routes ``solid_objects`` and ``tilttek_activity`` to their configured aliases."""
+
+    def db_for_read(self, model: type[Model], **hints: Any) -> str | None:
+        return _alias(model)
+
+    def db_for_write(self, model: type[Model], **hints: Any) -> str | None:
+        return _alias(model)
+
+    def allow_relation(self, obj1: Model, obj2: Model, **hints: Any) -> bool | None:
+        first, second = _alias(obj1), _alias(obj2)
+        if first is None and second is None:
+            return None
+        if first is None or second is None:
+            return None  # one of ours and a foreign model: the project's routers decide
+        return first == second
+
+    def allow_migrate(
+        self, db: str, app_label: str, model_name: str | None = None, **hints: Any
+    ) -> bool | None:
+        alias = alias_for_app(app_label)
+        return None if alias is None else db == alias
