@@ -9,9 +9,10 @@ and the consumer answers ``{"type": "subscribed", "ref": 3}`` only when the toke
 fresh and was issued to the connecting viewer (user, or anonymous session) **and** the
 ``AUTHORIZE_SUBSCRIPTION`` policy allows it again now; then it joins the actor's Channels
 group. Otherwise it answers ``{"type": "refused", "ref": 3, "reason": ...}`` with reason
-``"expired"`` (the page may fetch a fresh token), ``"viewer"`` (issued to someone else) or
-``"forbidden"`` (the policy said no), and never sends that element anything. A forged or
-malformed message closes the socket (code 4400).
+``"invalid"`` (forged or damaged), ``"expired"`` (the page may fetch a fresh token),
+``"viewer"`` (issued to someone else) or ``"forbidden"`` (the policy said no), and never
+sends that element anything. A message that is not a subscription closes the socket
+(code 4400).
 
 Each broadcast of a followed observable is forwarded as::
 
@@ -66,9 +67,6 @@ class ObservableConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         try:
             subject = tokens.verify(content.get("token"), viewer)
         except tokens.TokenRefused as refusal:
-            if refusal.reason == "invalid":
-                await self.close(code=CLOSE_INVALID)
-                return
             await self.send_json({"type": "refused", "ref": ref, "reason": refusal.reason})
             return
         if sum(len(refs) for refs in self.following.values()) >= MAX_SUBSCRIPTIONS:
