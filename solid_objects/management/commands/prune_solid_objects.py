@@ -36,6 +36,7 @@ class Command(BaseCommand):
 
         if not (messages or instances or processes):
             messages = instances = processes = True  # no selection: everything
+        self._verbosity = options.get("verbosity", 1)
         kinds = {"messages": messages, "instances": instances, "processes": processes}
         counts = retention.preview(database, **kinds)
         found = counts.as_dict()
@@ -61,21 +62,16 @@ class Command(BaseCommand):
         found: dict[str, Any],
         batch_size: int | None,
     ) -> Any:
-        from tqdm import tqdm
+        from tilttek_activity.progress import progress_bars
 
-        bars: dict[str, Any] = {}
-        out = getattr(self.stderr, "_out", self.stderr)
+        with progress_bars(self.stderr, int(self._verbosity)) as bars:
+            current: dict[str, Any] = {}
 
-        def progress(kind: str, rows: int) -> None:
-            bar = bars.get(kind)
-            if bar is None:
-                bar = bars[kind] = tqdm(
-                    total=found[kind] or None, desc=kind, unit="rows", file=out, leave=True
-                )
-            bar.update(rows)
+            def progress(kind: str, rows: int) -> None:
+                bar = current.get(kind)
+                if bar is None:
+                    bars.close()  # the kinds run one after another: one bar at a time
+                    bar = current[kind] = bars.new(total=found[kind] or None, desc=kind)
+                bar.update(rows)
 
-        try:
             return retention.prune(database, batch_size=batch_size, progress=progress, **kinds)
-        finally:
-            for bar in bars.values():
-                bar.close()

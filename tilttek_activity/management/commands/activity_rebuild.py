@@ -7,9 +7,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils.dateparse import parse_date, parse_datetime
-from tqdm import tqdm
 
 from tilttek_activity.errors import ActivityError
+from tilttek_activity.progress import progress_bars
 from tilttek_activity.rebuilding import rebuild
 
 
@@ -23,25 +23,23 @@ class Command(BaseCommand):
         parser.add_argument("--database", help="Database alias (default: the setting).")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        bar = tqdm(total=0, unit="entry", disable=options["verbosity"] == 0, file=self.stderr)
-
-        def progress(done: int, total: int) -> None:
-            bar.total = total
-            bar.n = done
-            bar.refresh()
-
         try:
-            count = rebuild(
-                options["name"],
-                options["since"],
-                options["until"],
-                using=options["database"],
-                progress=progress,
-            )
+            with progress_bars(self.stderr, options["verbosity"]) as bars:
+                bar = bars.new(desc=options["name"], unit="entries")
+
+                def progress(done: int, total: int) -> None:
+                    bar.total = total
+                    bar.update(done - bar.n)
+
+                count = rebuild(
+                    options["name"],
+                    options["since"],
+                    options["until"],
+                    using=options["database"],
+                    progress=progress,
+                )
         except (ActivityError, NotImplementedError) as exc:
             raise CommandError(str(exc)) from None
-        finally:
-            bar.close()
         self.stdout.write(f"{options['name']}: rebuilt from {count} entries")
 
 
