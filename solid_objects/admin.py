@@ -8,7 +8,7 @@ on indexed columns, no per-row queries. State is never editable here.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
 from django.db.models import QuerySet
@@ -34,6 +34,16 @@ from .models import (
 )
 from .tasks.naming import RUN_OPERATION, TASK_ACTOR_TYPE, describe
 
+if TYPE_CHECKING:
+    # django-stubs makes these classes generic; Django's own take no subscript at run time.
+    # ReadOnlyAdmin serves seven models: each subclass annotates its own model's methods.
+    _ModelAdmin = admin.ModelAdmin[Any]
+    _ReadyInline = admin.TabularInline[ReadyMessage, Instance]
+    _ClaimedInline = admin.TabularInline[ClaimedMessage, Instance]
+else:
+    _ModelAdmin = admin.ModelAdmin
+    _ReadyInline = _ClaimedInline = admin.TabularInline
+
 
 def operation_label(actor_type: str, actor_id: str, operation: str, arguments: Any) -> str:
     """The operation, or for a ``django.tasks`` task the task and its queue."""
@@ -49,7 +59,7 @@ def pretty_json(value: Any) -> str:
     )
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(_ModelAdmin):
     """Operators look; the runtime writes."""
 
     show_full_result_count = False
@@ -175,7 +185,7 @@ class DeadLetterAdmin(ReadOnlyAdmin):
         return HttpResponseRedirect(change_url)
 
 
-class ReadyInline(admin.TabularInline):
+class ReadyInline(_ReadyInline):
     model = ReadyMessage
     fields = ("sequence", "message_id", "available_at")
     readonly_fields = fields
@@ -188,7 +198,7 @@ class ReadyInline(admin.TabularInline):
         return super().get_queryset(request).order_by("sequence")
 
 
-class ClaimedInline(admin.TabularInline):
+class ClaimedInline(_ClaimedInline):
     model = ClaimedMessage
     fields = ("message_id", "process_id", "activation_generation", "claimed_at")
     readonly_fields = fields

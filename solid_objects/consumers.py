@@ -41,7 +41,7 @@ MAX_SUBSCRIPTIONS = 200
 CLOSE_INVALID = 4400
 
 
-class ObservableConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
+class ObservableConsumer(AsyncJsonWebsocketConsumer):
     """Forwards the broadcasts of the observables a page may follow."""
 
     async def connect(self) -> None:

@@ -20,5 +20,11 @@ from .consumers import ObservableConsumer
 from .live import WEBSOCKET_PATH
 
 websocket_urlpatterns = [
-    path(WEBSOCKET_PATH, ObservableConsumer.as_asgi(), name="solid_objects_observe"),
+    # An ASGI application where Django routes views: Channels' URLRouter dispatches it, but
+    # django-stubs types path() for views only.
+    path(
+        WEBSOCKET_PATH,
+        ObservableConsumer.as_asgi(),  # type: ignore[arg-type]
+        name="solid_objects_observe",
+    ),
 ]

@@ -22,6 +22,7 @@ asked again each time it is used.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from django.core import signing
@@ -81,7 +82,8 @@ def verify(token: Any, viewer_id: str, *, max_age: float | None = None) -> Subje
     if not isinstance(token, str) or not token or len(token) > 2048:
         raise TokenRefused("invalid")
     try:
-        payload = signing.loads(token, salt=SALT, max_age=MAX_AGE if max_age is None else max_age)
+        age = timedelta(seconds=MAX_AGE if max_age is None else max_age)
+        payload = signing.loads(token, salt=SALT, max_age=age)
     except signing.SignatureExpired:
         raise TokenRefused("expired") from None
     except signing.BadSignature:

@@ -26,7 +26,7 @@ class TaskActor(Actor):
     """One ordered queue (``queue:<name>``) or one task (``task:<uuid>``). Stateless."""
 
     actor_type = TASK_ACTOR_TYPE
-    instance_retention = _MessageRetention()  # type: ignore[assignment]
+    instance_retention = _MessageRetention()
 
     def run(
         self,

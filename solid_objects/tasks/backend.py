@@ -7,7 +7,6 @@ caller's writes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
@@ -45,7 +44,7 @@ def priority_offset(priority: int) -> timedelta:
     return PRIORITY_HOLD_BACK * priority
 
 
-class SolidObjectsBackend(compat.BaseTaskBackend):  # type: ignore[misc]
+class SolidObjectsBackend(compat.BaseTaskBackend):
     """Durable tasks run by ``run_actor_worker``; see ``docs/tasks.md``.
 
     ``OPTIONS``: ``ORDERED_QUEUES`` (queue names whose tasks run one at a time in enqueue
@@ -83,8 +82,8 @@ class SolidObjectsBackend(compat.BaseTaskBackend):  # type: ignore[misc]
     def enqueue(self, task: Any, args: Any, kwargs: Any) -> Any:
         self.validate_task(task)
         try:
-            stored_args = compat.normalize_json(list(args))
-            stored_kwargs = compat.normalize_json(dict(kwargs))
+            stored_args = [compat.normalize_json(value) for value in args]
+            stored_kwargs = {key: compat.normalize_json(value) for key, value in kwargs.items()}
         except (TypeError, ValueError) as exc:
             raise InvalidPayload(f"task arguments must be JSON values: {exc}") from None
         queue = task.queue_name
@@ -118,7 +117,7 @@ class SolidObjectsBackend(compat.BaseTaskBackend):  # type: ignore[misc]
             )
 
         enqueued = recovering(alias, "enqueue()", write)
-        result = compat.TaskResult(
+        result: compat.TaskResult[Any, Any] = compat.TaskResult(
             task=task,
             id=enqueued.request_id,
             status=compat.TaskResultStatus.READY,
@@ -147,7 +146,7 @@ class SolidObjectsBackend(compat.BaseTaskBackend):  # type: ignore[misc]
         return await sync_to_async(self.get_result, thread_sensitive=True)(result_id)
 
     # -- checks ------------------------------------------------------------------------
-    def check(self, **kwargs: Any) -> Iterable[checks.CheckMessage]:
+    def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
         messages = list(super().check(**kwargs))
         if self._ordered_problem is not None:
             messages.append(

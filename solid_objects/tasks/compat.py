@@ -8,9 +8,10 @@ names, except the exception for an invalid task (``InvalidTask`` / ``InvalidTask
 from __future__ import annotations
 
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-try:
+if TYPE_CHECKING:
+    # Checked against Django's own API (django-stubs); the backport mirrors it.
     from django.tasks import (
         DEFAULT_TASK_QUEUE_NAME,
         Task,
@@ -27,41 +28,59 @@ try:
     from django.utils.json import normalize_json
 
     SOURCE = "django.tasks"
-except ImportError:  # Django 5.2: the backport
+else:
     try:
-        from django_tasks import (  # type: ignore[no-redef]
+        from django.tasks import (
             DEFAULT_TASK_QUEUE_NAME,
+            Task,
             TaskContext,
             TaskResult,
             TaskResultStatus,
             task,
             task_backends,
         )
-        from django_tasks.backends.base import BaseTaskBackend  # type: ignore[no-redef]
-        from django_tasks.base import (  # type: ignore[no-redef]
-            TASK_MAX_PRIORITY,
-            TASK_MIN_PRIORITY,
-            Task,
-            TaskError,
-        )
-        from django_tasks.exceptions import (  # type: ignore[no-redef]
-            InvalidTaskError as InvalidTask,
-        )
-        from django_tasks.exceptions import TaskResultDoesNotExist  # type: ignore[no-redef]
-        from django_tasks.signals import (  # type: ignore[no-redef]
-            task_enqueued,
-            task_finished,
-            task_started,
-        )
-        from django_tasks.utils import normalize_json  # type: ignore[no-redef]
-    except ImportError as exc:
-        from django.core.exceptions import ImproperlyConfigured
+        from django.tasks.backends.base import BaseTaskBackend
+        from django.tasks.base import TASK_MAX_PRIORITY, TASK_MIN_PRIORITY, TaskError
+        from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
+        from django.tasks.signals import task_enqueued, task_finished, task_started
+        from django.utils.json import normalize_json
 
-        raise ImproperlyConfigured(
-            "solid_objects.tasks needs Django 6 (django.tasks) or, on Django 5.2, the "
-            "django-tasks package: pip install 'django-solid-objects[tasks]'"
-        ) from exc
-    SOURCE = "django_tasks"
+        SOURCE = "django.tasks"
+    except ImportError:  # Django 5.2: the backport
+        try:
+            from django_tasks import (
+                DEFAULT_TASK_QUEUE_NAME,
+                TaskContext,
+                TaskResult,
+                TaskResultStatus,
+                task,
+                task_backends,
+            )
+            from django_tasks.backends.base import BaseTaskBackend
+            from django_tasks.base import (
+                TASK_MAX_PRIORITY,
+                TASK_MIN_PRIORITY,
+                Task,
+                TaskError,
+            )
+            from django_tasks.exceptions import (
+                InvalidTaskError as InvalidTask,
+            )
+            from django_tasks.exceptions import TaskResultDoesNotExist
+            from django_tasks.signals import (
+                task_enqueued,
+                task_finished,
+                task_started,
+            )
+            from django_tasks.utils import normalize_json
+        except ImportError as exc:
+            from django.core.exceptions import ImproperlyConfigured
+
+            raise ImproperlyConfigured(
+                "solid_objects.tasks needs Django 6 (django.tasks) or, on Django 5.2, the "
+                "django-tasks package: pip install 'django-solid-objects[tasks]'"
+            ) from exc
+        SOURCE = "django_tasks"
 
 
 def module_path(value: Any) -> str:

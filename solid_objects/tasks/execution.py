@@ -74,7 +74,7 @@ def execute(
     return its JSON-normalised return value or let its exception fail the turn."""
     task = load_task(task_path, backend, queue, priority, run_after)
     now = timezone.now()
-    result = compat.TaskResult(
+    result: compat.TaskResult[Any, Any] = compat.TaskResult(
         task=task,
         id=message.request_id,
         status=compat.TaskResultStatus.RUNNING,

@@ -96,7 +96,8 @@ def read(alias: str, result_id: str) -> Any:
         status = compat.TaskResultStatus.FAILED
         retried = dead["retried_message_id"]
         if retried is None:
-            break
+            # django-stubs types the nullable foreign key's column in values() as int
+            break  # type: ignore[unreachable]
         following = _message(alias, id=retried)
         if following is None:
             break
@@ -117,7 +118,7 @@ def read(alias: str, result_id: str) -> Any:
         else None
     )
     errors = _error(row["error"]) if status != compat.TaskResultStatus.SUCCESSFUL else []
-    result = compat.TaskResult(
+    result: compat.TaskResult[Any, Any] = compat.TaskResult(
         task=task,
         id=result_id,
         status=status,

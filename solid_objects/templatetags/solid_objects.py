@@ -26,7 +26,7 @@ from django.utils.safestring import SafeString
 
 from ..live import WEBSOCKET_PATH, tokens, values
 from ..live.policy import allowed, observable_exists
-from ..references import ActorReference
+from ..references import ActorReference, Snapshot
 
 register = template.Library()
 
@@ -94,7 +94,10 @@ def observe(
         )
     if session is not None and not session.session_key and not _authenticated(user):
         session.save()  # bind the token to the session the browser will present
-    cache = context.render_context.setdefault(_SNAPSHOTS, {})
+    # (django-stubs types RenderContext.setdefault for the loader's own entries only)
+    cache: dict[tuple[str, str], Snapshot[Any]] | None = context.render_context.get(_SNAPSHOTS)
+    if cache is None:
+        cache = context.render_context[_SNAPSHOTS] = {}
     key = (ref.actor_type, ref.actor_id)
     if key not in cache:
         cache[key] = values.snapshot(*key)
