@@ -411,7 +411,9 @@ def sync_latency(p: Params) -> list[Result]:
 
 def statement_counts(p: Params) -> list[Result]:
     from bench.actors import BenchCounter
-    from solid_objects.activation import ActivationCache, acquire, run_pass
+    from solid_objects.activation import ActivationCache
+    from solid_objects.lease import acquire
+    from solid_objects.passes import run_pass
     from solid_objects.runtime import processes
 
     reset()

@@ -1,7 +1,7 @@
 """Reminders: due rows of the ``reminders`` table become ordinary internal messages.
 
 A turn upserts reminders by ``(instance, name)`` in its fenced commit (``self.schedule`` /
-``self.unschedule``, see :mod:`solid_objects.commit_writes`). The scheduler, per batch and
+``self.unschedule``, see :mod:`solid_objects.fencing`). The scheduler, per batch and
 in ONE transaction:
 
 1. locks the instance rows of due reminders (``SKIP LOCKED``; instance first, the order every

@@ -25,7 +25,7 @@ from weakref import WeakKeyDictionary
 from django.db import IntegrityError, OperationalError, connections
 
 from . import payloads, test_transaction
-from .activation import Activation, ActivationCache, Claim, acquire, activate, run_pass, take_lease
+from .activation import Activation, ActivationCache, Claim, activate
 from .conf import get_settings
 from .db.connections import CONNECTION_ERRORS, Attempt, abandon, recovering
 from .db.vendors import dialect_for
@@ -39,9 +39,11 @@ from .errors import (
     SyncInsideTransaction,
     SyncTimeout,
 )
+from .lease import acquire, lease_and_claim
 from .mailbox import Enqueued, enqueue, prepare
 from .mailbox import _is_timeout as is_lock_timeout
 from .messages import MessageHandle, MessageOutcome
+from .passes import run_pass
 from .runtime import processes
 from .runtime.processes import callers
 from .runtime.wakeup import doorbell
@@ -217,7 +219,7 @@ def start_sync(
 
     def enqueue_and_claim(owner: str, attempt: Attempt) -> MessageHandle:
         def claim_in_same_transaction(cursor: Any, enqueued: Enqueued) -> None:
-            claims.append(take_lease(cursor, alias, owner, [enqueued.instance_id], cache))
+            claims.append(lease_and_claim(cursor, alias, owner, [enqueued.instance_id], cache))
             attempt.committing()  # from here on the enqueue may have committed
             attempt.message_reference = wrap(enqueued)
 

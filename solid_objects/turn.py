@@ -36,7 +36,7 @@ from .spec import REJECTION_CODE, ActorAddress, ActorInstance, ActorSpec
 from .write_guard import handler_code, write_was_attempted
 
 if TYPE_CHECKING:
-    from .db.dialect import MessageRow
+    from .db.rows import MessageRow
 
 MAX_EXCEPTION_MESSAGE = 8 * 1024
 MAX_BACKTRACE_LINES = 50

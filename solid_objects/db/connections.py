@@ -46,7 +46,7 @@ from .vendors import dialect_for
 
 if TYPE_CHECKING:
     from ..messages import MessageHandle
-    from .dialect import LeaseRow
+    from .rows import LeaseRow
 
 logger = logging.getLogger("solid_objects")
 

@@ -11,68 +11,13 @@ database is in-process and its clock is this process's clock.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 from ..conf import table
 from ..payloads import MAX_DEPTH
+from .rows import MESSAGE_COLUMNS, Completion, LeaseRow, MessageRow
 from .work_filter import WorkFilter
-
-
-@dataclass(slots=True)
-class LeaseRow:
-    """An activation this process took: identity, state as stored, and the fence."""
-
-    instance_id: int
-    actor_type: str
-    actor_id: str
-    state: Any  # JSON text, or None when the cached revision was still current
-    state_version: int
-    state_revision: int
-    generation: int
-    token: str
-    owner_id: str
-    has_stale_claim: bool
-
-
-@dataclass(slots=True)
-class MessageRow:
-    id: int
-    sequence: int
-    operation: str
-    arguments: Any  # JSON text
-    delivery_mode: str
-    attempt_count: int
-    max_attempts: int
-    request_id: str
-    idempotency_key: str | None
-
-
-class JoinedWrite(Protocol):
-    """Another app's write made one more part of the single-statement group commit
-    (``tilttek_activity``'s journal entries): an ``INSERT ... RETURNING position`` whose FROM
-    joins the fence relation it is given, so it writes nothing when the fence fails."""
-
-    def statement(self, guard: str) -> tuple[str, list[Any]]: ...
-
-    def returned(self, positions: Sequence[int]) -> None: ...
-
-
-@dataclass(slots=True)
-class Completion:
-    """What the fenced commit writes for one finished message."""
-
-    message_id: int
-    result: str | None = None  # JSON text
-    rejection: str | None = None  # JSON text
-    claimed: bool = False  # the turn's claimed row (attempt already counted)
-
-
-MESSAGE_COLUMNS = (
-    "id, sequence, operation, arguments, delivery_mode, attempt_count, max_attempts, "
-    "request_id, idempotency_key"
-)
 
 
 def as_datetime(value: Any) -> datetime | None:
@@ -805,6 +750,152 @@ class Dialect:
             f"UPDATE {self.t_ready} SET available_at = {self.now} WHERE instance_id = %s "
             f"AND available_at < {self.now}",
             [instance_id],
+        )
+
+    def set_attempts(self, cursor: Any, message_id: int, attempts: int) -> None:
+        """Set the attempt count of a message (a claim of an exhausted message is undone)."""
+        cursor.execute(
+            f"UPDATE {self.t_messages} SET attempt_count = %s WHERE id = %s",
+            [attempts, message_id],
+        )
+
+    def uncount_attempt(self, cursor: Any, message_id: int) -> None:
+        """Take back the attempt the claim counted (the activation was refused)."""
+        cursor.execute(
+            f"UPDATE {self.t_messages} SET attempt_count = attempt_count - 1 "
+            "WHERE id = %s AND attempt_count > 0",
+            [message_id],
+        )
+
+    def load_state(self, cursor: Any, instance_id: int) -> Any:
+        """The stored state column of an instance (JSON text, or decoded by the driver)."""
+        cursor.execute(f"SELECT state FROM {self.t_instances} WHERE id = %s", [instance_id])
+        return cursor.fetchone()[0]
+
+    # -- what a turn staged, written in its fenced commit -----------------------------------
+    def insert_effects(
+        self,
+        cursor: Any,
+        *,
+        instance_id: int,
+        message_id: int,
+        effects: Sequence[Any],
+        max_attempts: int,
+    ) -> None:
+        """One ``pending`` outbox row per staged effect (one multi-row ``INSERT``)."""
+        n = self.now
+        rows = []
+        params: list[Any] = []
+        for effect in effects:
+            rows.append(f"(%s, %s, %s, %s, {self.json}, %s, %s, 'pending', 0, %s, {n}, {n}, {n})")
+            params.extend(
+                [
+                    message_id,
+                    instance_id,
+                    effect.effect_id,
+                    effect.name,
+                    effect.arguments,
+                    effect.success_operation,
+                    effect.failure_operation,
+                    max_attempts,
+                ]
+            )
+        cursor.execute(
+            f"INSERT INTO {self.t_effects} (message_id, instance_id, effect_id, name, arguments, "
+            "success_operation, failure_operation, status, attempt_count, max_attempts, "
+            f"available_at, created_at, updated_at) VALUES {', '.join(rows)}",
+            params,
+        )
+
+    def cancel_reminder(self, cursor: Any, instance_id: int, name: str) -> None:
+        """Delete the named reminder of an instance (if any)."""
+        cursor.execute(
+            f"DELETE FROM {self.t_reminders} WHERE instance_id = %s AND name = %s",
+            [instance_id, name],
+        )
+
+    def upsert_reminder(
+        self,
+        cursor: Any,
+        lease: LeaseRow,
+        *,
+        name: str,
+        operation: str,
+        arguments: str,
+        at: datetime | None,
+        delay: float,
+        interval: Any,
+        missed_policy: str,
+    ) -> bool:
+        """Schedule the named reminder (at ``at``, else ``delay`` seconds from now);
+        ``True`` when an existing one was moved."""
+        if at is not None:
+            at_sql, at_params = "%s", [self.adapt_datetime(at)]
+        else:
+            at_sql, at_params = self.now_plus(delay)
+        interval = None if interval is None else self.ops.adapt_decimalfield_value(interval, 20, 6)
+        n = self.now
+        cursor.execute(
+            f"UPDATE {self.t_reminders} SET operation = %s, arguments = {self.json}, "
+            f"next_run_at = {at_sql}, interval_seconds = %s, missed_policy = %s, "
+            f"status = 'scheduled', claimed_by = NULL, claimed_at = NULL, updated_at = {n} "
+            "WHERE instance_id = %s AND name = %s",
+            [operation, arguments, *at_params, interval, missed_policy, lease.instance_id, name],
+        )
+        if cursor.rowcount:
+            return True
+        cursor.execute(
+            f"INSERT INTO {self.t_reminders} (instance_id, actor_type, actor_id, name, "
+            "operation, arguments, next_run_at, interval_seconds, occurrence, missed_policy, "
+            f"status, created_at, updated_at) VALUES (%s, %s, %s, %s, %s, {self.json}, "
+            f"{at_sql}, %s, 0, %s, 'scheduled', {n}, {n})",
+            [
+                lease.instance_id,
+                lease.actor_type,
+                lease.actor_id,
+                name,
+                operation,
+                arguments,
+                *at_params,
+                interval,
+                missed_policy,
+            ],
+        )
+        return False
+
+    def insert_broadcasts(
+        self,
+        cursor: Any,
+        lease: LeaseRow,
+        *,
+        message_id: int,
+        state_version: int,
+        rows: Sequence[tuple[str, str, str]],
+    ) -> None:
+        """One ``pending`` broadcast per ``(broadcast_id, observable_name, value)``."""
+        if not rows:
+            return
+        n = self.now
+        values = []
+        params: list[Any] = []
+        for broadcast_id, name, value in rows:
+            values.append(f"(%s, %s, %s, %s, {self.json}, %s, %s, 'pending', 0, {n}, {n}, {n})")
+            params.extend(
+                [
+                    message_id,
+                    lease.instance_id,
+                    broadcast_id,
+                    name,
+                    value,
+                    state_version,
+                    lease.generation,
+                ]
+            )
+        cursor.execute(
+            f"INSERT INTO {self.t_broadcasts} (message_id, instance_id, broadcast_id, "
+            "observable_name, value, state_version, activation_generation, status, "
+            f"attempt_count, available_at, created_at, updated_at) VALUES {', '.join(values)}",
+            params,
         )
 
     # -- the process registry --------------------------------------------------------------

@@ -9,8 +9,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from .dialect import MESSAGE_COLUMNS, Completion, Dialect, JoinedWrite, LeaseRow, MessageRow
+from .dialect import Dialect
 from .notify import CHANNEL, notify_enabled
+from .rows import MESSAGE_COLUMNS, Completion, JoinedWrite, LeaseRow, MessageRow
 
 NOTIFY_CHANNEL = CHANNEL
 

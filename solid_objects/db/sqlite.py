@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .dialect import Dialect, LeaseRow
+from .dialect import Dialect
+from .rows import LeaseRow
 
 _FORMAT = "'%%Y-%%m-%%d %%H:%%M:%%f'"
 

@@ -17,13 +17,16 @@ from typing import Protocol
 from django.db import DatabaseError, InterfaceError, connections, transaction
 from django.db.backends.utils import CursorWrapper
 
-from ..activation import ActivationCache, acquire, run_pass
+from ..activation import ActivationCache
 from ..conf import get_settings
 from ..db.connections import abandon, release_abandoned
-from ..db.dialect import Dialect, LeaseRow
+from ..db.dialect import Dialect
+from ..db.rows import LeaseRow
 from ..db.vendors import dialect_for
 from ..db.work_filter import WorkFilter
 from ..errors import LostActivation, StateMigrationError, UnknownActorType
+from ..lease import acquire
+from ..passes import run_pass
 from ..pause_points import pause_point
 from .wakeup import doorbell
 

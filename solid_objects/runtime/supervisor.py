@@ -29,7 +29,7 @@ from django.db import DatabaseError, InterfaceError, connections
 from ..activation import ActivationCache
 from ..conf import SolidObjectsSettings, get_settings
 from ..db.connections import close_quietly
-from ..db.dialect import LeaseRow
+from ..db.rows import LeaseRow
 from ..db.vendors import dialect_for
 from ..db.work_filter import WorkFilter
 from . import lifecycle, processes

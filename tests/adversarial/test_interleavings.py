@@ -17,9 +17,9 @@ from django.db import OperationalError, connection, transaction
 from django.utils import timezone
 
 from solid_objects import LostActivation, retention
-from solid_objects.activation import acquire
 from solid_objects.db.connections import is_deadlock
-from solid_objects.db.dialect import LeaseRow
+from solid_objects.db.rows import LeaseRow
+from solid_objects.lease import acquire
 from solid_objects.models import ClaimedMessage, Instance, Message, Process, ReadyMessage
 from solid_objects.runtime import processes
 from solid_objects.runtime.roles import renew_leases

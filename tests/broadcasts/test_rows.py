@@ -7,8 +7,9 @@ import pytest
 from django.db import connection
 
 from solid_objects import LostActivation, Rejected
-from solid_objects.activation import acquire, run_pass
+from solid_objects.lease import acquire
 from solid_objects.models import Broadcast, Instance, Message
+from solid_objects.passes import run_pass
 from solid_objects.runtime import processes
 from tests.testapp.actors.broadcasts import Board
 from tests.testapp.actors.core import Observed

@@ -12,8 +12,9 @@ from django.db import connection
 from django.dispatch import Signal
 
 from solid_objects import LostActivation, Rejected, signals
-from solid_objects.activation import acquire, run_pass
+from solid_objects.lease import acquire
 from solid_objects.models import Instance, Message, Process
+from solid_objects.passes import run_pass
 from solid_objects.runtime import processes
 from tests.testapp.actors.broadcasts import Probe
 

@@ -10,8 +10,9 @@ from django.db import connection
 from django.utils import timezone
 
 from solid_objects import LostActivation
-from solid_objects.activation import acquire, run_pass
+from solid_objects.lease import acquire
 from solid_objects.models import Instance
+from solid_objects.passes import run_pass
 from solid_objects.runtime.processes import callers
 from tests.testapp.actors.outbox import Grouper
 

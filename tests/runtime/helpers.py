@@ -110,7 +110,8 @@ def alias() -> str:
 def run_once(instance_id: int, owner: str, **options: Any) -> Any:
     """Lease the instance as ``owner`` and run one activation pass; ``None`` if it could not
     be leased (taken, paused, or nothing due)."""
-    from solid_objects.activation import acquire, run_pass
+    from solid_objects.lease import acquire
+    from solid_objects.passes import run_pass
 
     activation = acquire(alias(), owner, [instance_id])
     if activation is None:

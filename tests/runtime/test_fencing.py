@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from solid_objects import LostActivation, MessageFailed, SyncTimeout
-from solid_objects.activation import acquire, run_pass
+from solid_objects.lease import acquire
 from solid_objects.models import (
     Broadcast,
     ClaimedMessage,
@@ -20,6 +20,7 @@ from solid_objects.models import (
     ReadyMessage,
     Reminder,
 )
+from solid_objects.passes import run_pass
 from tests.factories import BroadcastFactory, EffectFactory, ReminderFactory
 from tests.support.waiting import wait_until
 from tests.testapp.actors import core

@@ -14,7 +14,9 @@ import time
 import pytest
 from django.db import connection
 
-from solid_objects.activation import ActivationCache, acquire, run_pass
+from solid_objects.activation import ActivationCache
+from solid_objects.lease import acquire
+from solid_objects.passes import run_pass
 from tests.testapp.actors.core import Counter
 
 from .helpers import alias

@@ -9,8 +9,8 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from solid_objects.activation import acquire
 from solid_objects.db.vendors import dialect_for
+from solid_objects.lease import acquire
 from solid_objects.models import ClaimedMessage, DeadLetter, Instance, Message, Process
 from solid_objects.runtime import processes
 from solid_objects.runtime.roles import CANDIDATE_WINDOW, stale_claims

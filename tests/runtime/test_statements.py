@@ -11,7 +11,9 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from solid_objects.activation import ActivationCache, acquire, run_pass
+from solid_objects.activation import ActivationCache
+from solid_objects.lease import acquire
+from solid_objects.passes import run_pass
 from tests.support.statements import count_statements
 from tests.testapp.actors.core import Counter
 

@@ -19,8 +19,8 @@ from django.core.management import call_command
 from django.db import connection
 from django.test import TransactionTestCase
 
-from solid_objects.activation import acquire
 from solid_objects.conf import get_settings, table
+from solid_objects.lease import acquire
 from solid_objects.models import ClaimedMessage, Instance
 from solid_objects.runtime import processes
 from tests.testapp.actors.core import Counter
