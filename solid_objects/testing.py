@@ -31,12 +31,13 @@ from typing import Any
 from django.db import connections
 
 from . import pause_points
-from .activation import acquire, run_pass
 from .conf import get_settings
 from .db.vendors import dialect_for
 from .errors import LostActivation, SolidObjectsError
+from .lease import acquire
 from .outbox.broadcasts import channel_layer, deliver_due
 from .outbox.effects import run_pending_effects
+from .passes import run_pass
 from .reminders import fire_due_reminders
 from .runtime.processes import callers
 from .sync import cache_for, caller_cache, with_caller

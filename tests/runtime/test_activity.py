@@ -16,8 +16,10 @@ from django.db import connection
 from django.utils import timezone
 
 from solid_objects import LostActivation, Rejected
-from solid_objects.activation import ActivationCache, acquire, run_pass
+from solid_objects.activation import ActivationCache
+from solid_objects.lease import acquire
 from solid_objects.models import DeadLetter, Instance, Message
+from solid_objects.passes import run_pass
 from solid_objects.turn import activity_key
 from tests.support.statements import count_statements
 from tests.support.waiting import wait_until

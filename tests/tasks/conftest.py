@@ -8,9 +8,10 @@ from collections.abc import Callable
 import pytest
 from django.db import connection
 
-from solid_objects.activation import acquire, run_pass
 from solid_objects.conf import get_settings
 from solid_objects.db.vendors import dialect_for
+from solid_objects.lease import acquire
+from solid_objects.passes import run_pass
 from solid_objects.runtime import processes
 
 
