@@ -98,7 +98,7 @@ def deactivate(actor: ActorInstance) -> None:
     try:
         actor.on_deactivate()
     except Exception:
-        logger.exception("on_deactivate of %s/%s failed", actor.actor_type, actor.actor_id)
+        logger.exception("on_deactivate of %s/%s failed", type(actor).__name__, actor.actor_id)
 
 
 @dataclass(slots=True)

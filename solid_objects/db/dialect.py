@@ -16,7 +16,7 @@ from typing import Any
 
 from ..conf import table
 from ..payloads import MAX_DEPTH
-from .rows import MESSAGE_COLUMNS, Completion, LeaseRow, MessageRow
+from .rows import MESSAGE_COLUMNS, Completion, JoinedWrite, LeaseRow, MessageRow
 from .work_filter import WorkFilter
 
 
@@ -543,6 +543,41 @@ class Dialect:
         )
 
     # -- the fenced commit -----------------------------------------------------------------
+    def acquire_and_claim(
+        self,
+        cursor: Any,
+        instance_ids: Sequence[int],
+        *,
+        owner_id: str,
+        token: str,
+        lease_seconds: float,
+        cached: dict[int, int] | None = None,
+    ) -> tuple[LeaseRow, MessageRow | None, bool] | None:
+        """Where :attr:`single_statement_commit`: lease a free candidate and claim its first
+        due turn in one autocommit statement (PostgreSQL)."""
+        raise NotImplementedError
+
+    def commit_group(
+        self,
+        cursor: Any,
+        lease: LeaseRow,
+        *,
+        claimed_message_id: int,
+        state: str | None,
+        state_version: int,
+        state_revision: int,
+        release: bool,
+        lease_seconds: float,
+        completions: Sequence[Completion],
+        claim_next: bool,
+        hand_off: bool = False,
+        notify: bool = False,
+        joined: JoinedWrite | None = None,
+    ) -> tuple[bool, MessageRow | None, bool]:
+        """Where :attr:`single_statement_commit`: the whole fenced commit of a group and the
+        claim of the next turn in one autocommit statement (PostgreSQL)."""
+        raise NotImplementedError
+
     def fence(
         self,
         cursor: Any,
