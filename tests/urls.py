@@ -6,6 +6,7 @@ from tests.testapp import views
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("solid-objects/", include("solid_objects.urls")),
+    path("ops/", include("solid_objects.monitoring_urls")),
     # Async views of the async-API tests (tests/asynchronous/test_asgi_server.py).
     path("counter/<str:actor_id>/add", views.counter_add),
     path("counter/<str:actor_id>/enqueue", views.counter_enqueue),

@@ -1,0 +1,94 @@
+"""An HTTP health check for load balancers and orchestrators.
+
+``GET <prefix>/health/`` answers ``200`` with ``{"status": "ok", ...}`` when the actors'
+database answers (one ``SELECT`` of its clock), ``503`` with ``"status": "fail"``
+otherwise. Two optional query parameters make it a deployment check:
+
+- ``?roles=worker,effect``: also fail unless a live (heartbeating) process of each role
+  kind is registered (kinds: ``worker``, ``effect``, ``reminder``, ``broadcast``);
+- ``?backlog=1``: also fail on work overdue with nobody serving it (the doctor's backlog
+  check).
+
+The answer names checks and statuses only: no identities, arguments or state.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+
+OK, FAIL = "ok", "fail"
+ROLE_KINDS = frozenset({"worker", "effect", "reminder", "broadcast"})
+
+
+def _database(alias: str) -> tuple[str, str]:
+    from django.db import connections
+
+    from .db.vendors import dialect_for
+
+    connection = connections[alias]
+    with connection.cursor() as cursor:
+        dialect_for(connection).database_now(cursor)
+    return OK, f"{connection.vendor} answers"
+
+
+def _roles(alias: str, wanted: set[str]) -> tuple[str, str]:
+    from .status import collect
+
+    live = {
+        process["kind"]
+        for process in collect(alias, dead_letter_limit=0)["processes"]["live"]
+        if not process["stale"] and not process["idle"]
+    }
+    missing = sorted(wanted - live)
+    if missing:
+        return FAIL, f"no live {', '.join(missing)} process"
+    return OK, f"live: {', '.join(sorted(wanted))}"
+
+
+def _backlog(alias: str) -> tuple[str, str]:
+    from .diagnostics import check_backlog
+
+    finding = check_backlog(alias)
+    return (FAIL if finding.status == "fail" else OK), finding.detail
+
+
+def health_report(
+    using: str | None = None, roles: set[str] | None = None, backlog: bool = False
+) -> dict[str, Any]:
+    """``{"status": "ok"|"fail", "checks": {name: {"status", "detail"}}}``."""
+    from .conf import get_settings
+
+    alias = using or get_settings().DATABASE
+    checks: dict[str, dict[str, str]] = {}
+    steps: list[tuple[str, Any]] = [("database", lambda: _database(alias))]
+    if roles:
+        steps.append(("roles", lambda: _roles(alias, roles)))
+    if backlog:
+        steps.append(("backlog", lambda: _backlog(alias)))
+    for name, step in steps:
+        try:
+            status, detail = step()
+        except Exception as exc:
+            status, detail = FAIL, type(exc).__name__
+        checks[name] = {"status": status, "detail": detail}
+        if name == "database" and status == FAIL:
+            break
+    failed = any(check["status"] == FAIL for check in checks.values())
+    return {"status": FAIL if failed else OK, "checks": checks}
+
+
+@never_cache
+@require_GET
+def health_view(request: HttpRequest) -> JsonResponse:
+    wanted = {kind for kind in request.GET.get("roles", "").split(",") if kind}
+    unknown = sorted(wanted - ROLE_KINDS)
+    if unknown:
+        return JsonResponse(
+            {"status": FAIL, "error": f"unknown role kind(s): {', '.join(unknown)}"}, status=400
+        )
+    report = health_report(roles=wanted, backlog=request.GET.get("backlog") in {"1", "true"})
+    return JsonResponse(report, status=200 if report["status"] == OK else 503)
