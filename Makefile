@@ -41,7 +41,7 @@ ifneq ($(strip $(shell cat $(STAMP) 2>/dev/null)),$(strip $(INSTALL_SPEC)))
 .PHONY: $(STAMP)
 endif
 
-.PHONY: help venv sysdeps test test-adversarial demo lint typecheck format bench docs docs-serve dist tox clean
+.PHONY: help venv sysdeps browser-sysdeps test test-adversarial test-browser demo lint typecheck format bench docs docs-serve dist tox clean
 
 help:
 	@echo "make demo    run the example shop (web server + workers) on http://$(DEMO_HOST):$(DEMO_PORT)/"

@@ -18,6 +18,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from .conf import get_settings
+from .live.layers import default_layer, is_process_local
 from .models import (
     Broadcast,
     ClaimedMessage,
@@ -406,9 +407,27 @@ class BroadcastAdmin(ReadOnlyAdmin):
         "attempt_count",
         "available_at",
         "delivered_at",
+        "delivery",
     )
     list_filter = ("status",)
     ordering = ("-id",)
+
+    @admin.display(description="delivery")
+    def delivery(self, obj: Broadcast) -> str:
+        """Where the row went, or why it waits (never "delivered" into a layer nobody reads:
+        workers leave rows to the web process when the layer is in-memory)."""
+        if obj.status == "delivered":
+            return "sent to the actor's Channels group (pages subscribed then got it)"
+        if obj.status == "dead":
+            return "given up after MAX_ATTEMPTS failed sends"
+        if obj.status == "processing":
+            return "being sent"
+        layer = default_layer()
+        if layer is None:
+            return "waits: no Channels layer is configured (nothing will send it)"
+        if is_process_local(layer):
+            return "waits for the web process (EmbeddedBroadcasts, in-memory layer)"
+        return "waits for a broadcast role (run_actor_worker --all-roles)"
 
 
 @admin.register(Process)

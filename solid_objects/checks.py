@@ -22,6 +22,7 @@ to start on a bad value, with a message naming the setting. Identifiers (``docs/
 ``W002``              ``WARN_STATE_BYTES`` above ``MAX_STATE_BYTES`` (never warns)
 ``W003``              ``migrate`` would create an app's tables on another database too
 ``W004``              the connection pool of the actors' database is too small for a worker
+``W005``              actors declare observables but no Channels layer would deliver them
 ====================  ==========================================================
 """
 
@@ -392,3 +393,44 @@ VALIDATORS: tuple[Callable[[Mapping[str, Any]], Iterator[CheckMessage]], ...] = 
     _redis_url,
     _policies,
 )
+
+
+BROADCAST_HINT = (
+    "install django-solid-objects[realtime] and set CHANNEL_LAYERS (the in-memory layer with "
+    "EmbeddedBroadcasts in asgi.py for one web process, channels_redis across processes); "
+    "see docs/live-pages.md"
+)
+
+
+@register(TAG)
+def check_broadcast_layer(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Observables write a broadcast row per change; with no Channels layer nothing ever
+    delivers them, and they stay pending (kept by retention) for good."""
+    from .live.layers import default_layer
+    from .registry import actor_types
+
+    observed = sorted(
+        f"{spec.actor_type}.{name}"
+        for spec in actor_types().values()
+        for name in spec.observables
+        if not spec.actor_type.startswith("solid_objects.")
+    )
+    if not observed:
+        return []
+    try:
+        layer = default_layer()
+    except Exception as exc:  # a broken CHANNEL_LAYERS: Channels reports it in detail
+        layer, problem = None, f" (CHANNEL_LAYERS does not load: {exc})"
+    else:
+        problem = ""
+    if layer is not None:
+        return []
+    shown = ", ".join(observed[:5]) + (", ..." if len(observed) > 5 else "")
+    return [
+        CheckWarning(
+            f"actors declare observables ({shown}) but no Channels layer is configured"
+            f"{problem}: every change writes a broadcast row that nothing will deliver.",
+            hint=BROADCAST_HINT,
+            id="solid_objects.W005",
+        )
+    ]

@@ -76,7 +76,7 @@ def issue(subject: Subject, viewer_id: str) -> str:
     return str(signing.dumps(payload, salt=SALT))
 
 
-def verify(token: Any, viewer_id: str, *, max_age: float | None = None) -> Subject:
+def verify(token: Any, viewer_id: str, *, max_age: int | None = None) -> Subject:
     """The subject of ``token`` if it is authentic, fresh and was issued to ``viewer_id``;
     :class:`TokenRefused` otherwise."""
     if not isinstance(token, str) or not token or len(token) > 2048:
