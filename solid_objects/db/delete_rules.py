@@ -56,6 +56,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import suppress
+from functools import partial
 from typing import NamedTuple
 
 from django.db import DatabaseError, IntegrityError, NotSupportedError, ProgrammingError, router
@@ -122,7 +123,7 @@ def add_delete_rules(schema_editor: BaseDatabaseSchemaEditor, rules: Sequence[De
         for table_name, table_rules in groups.items():
             clauses = {rule.name: constraint_sql(schema_editor, rule) for rule in table_rules}
             rebuild_sqlite_table(
-                schema_editor, table_name, lambda sql, c=clauses: _append_clauses(sql, c)
+                schema_editor, table_name, partial(_append_clauses, clauses=clauses)
             )
         return
     if schema_editor.connection.vendor == "mysql":
@@ -138,9 +139,7 @@ def remove_delete_rules(
     if schema_editor.connection.vendor == "sqlite":
         for table_name, table_rules in groups.items():
             names = [rule.name for rule in table_rules]
-            rebuild_sqlite_table(
-                schema_editor, table_name, lambda sql, n=names: _remove_clauses(sql, n)
-            )
+            rebuild_sqlite_table(schema_editor, table_name, partial(_remove_clauses, names=names))
         return
     _alter_each(schema_editor, groups, _drop_sql, _add_sql)
 
@@ -234,7 +233,7 @@ class DeferSqliteRestrictRules(Operation):
                 rule.name: constraint_sql(schema_editor, rule, on_delete) for rule in table_rules
             }
             rebuild_sqlite_table(
-                schema_editor, table_name, lambda sql, c=clauses: _replace_clauses(sql, c)
+                schema_editor, table_name, partial(_replace_clauses, clauses=clauses)
             )
 
     def database_forwards(
@@ -361,11 +360,16 @@ def _replace_clauses(create_sql: str, clauses: dict[str, str]) -> str:
     """Rewrite each named clause in place (its position, hence the table's text, is kept)."""
     for name, clause in clauses.items():
         create_sql, count = _clause_pattern(name).subn(
-            lambda _match, c=clause: f", {c}", create_sql, count=1
+            partial(_constant, f", {clause}"), create_sql, count=1
         )
         if not count:
             raise ProgrammingError(f"foreign key {name} not found in {create_sql!r}")
     return create_sql
+
+
+def _constant(text: str, _match: re.Match[str]) -> str:
+    """A replacement for ``re.sub`` taken as it is (no backslash escapes)."""
+    return text
 
 
 def _remove_clauses(create_sql: str, names: list[str]) -> str:
