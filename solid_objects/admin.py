@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
@@ -225,6 +225,22 @@ class InstanceAdmin(ReadOnlyAdmin):
     ordering = ("-id",)
     actions = ("pause", "resume")
     inlines = (ClaimedInline, ReadyInline)
+
+    def get_urls(self) -> list[Any]:
+        from .overview_views import overview_view
+
+        def overview(request: HttpRequest) -> HttpResponse:
+            return overview_view(request, self.admin_site)
+
+        return [
+            path(
+                "overview/",
+                self.admin_site.admin_view(overview),
+                name="solid_objects_overview",
+            ),
+            *super().get_urls(),
+        ]
+
     readonly_fields = (
         "actor_type",
         "actor_id",
