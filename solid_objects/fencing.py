@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
@@ -162,6 +163,7 @@ def _commit_in_transaction(
         dialect.complete(cursor, completions)
         for outcome in outcomes:
             write_staged(cursor, dialect, activation, outcome)
+        write_journal(activation, outcomes)
         last = outcomes[-1]
         if last.kind == "failed":
             _record_failure(cursor, dialect, activation, last, claimed=last is first)
@@ -295,17 +297,28 @@ def write_staged(
     cursor: Any, dialect: Dialect, activation: Activation, outcome: TurnOutcome
 ) -> None:
     """Everything ``outcome`` staged, written inside its fenced commit: effects (including
-    actor-to-actor messages), reminders, commit actions, journal entries and the broadcasts
-    of the observables it changed. The one place the fence applies staged writes."""
+    actor-to-actor messages), reminders, commit actions and the broadcasts of the
+    observables it changed (its journal entries go with the group's: :func:`write_journal`).
+    The one place the fence applies staged writes."""
     if outcome.kind == "completed" and outcome.staged:
         _write_effects_and_reminders(cursor, dialect, activation, outcome)
         _run_commit_actions(activation, outcome)
-        if outcome.staged.activities:
-            # The journal's own insert-once statements, in this transaction (its database
-            # is the actor's: a system check says so at start-up).
-            write_activities(activation.alias, outcome.staged.activities)
     if outcome.broadcasts:
         _write_broadcasts(cursor, dialect, activation, outcome)
+
+
+def write_journal(activation: Activation, outcomes: Sequence[TurnOutcome]) -> None:
+    """The journal entries the group's committed turns recorded, in turn order, with the
+    journal's own insert-once statement (one for the whole group where the database allows)
+    in this transaction. The journal's database is the actor's: a system check says so at
+    start-up."""
+    staged = [
+        o.staged.activities
+        for o in outcomes
+        if o.kind == "completed" and o.staged is not None and o.staged.activities
+    ]
+    if staged:
+        write_activities(activation.alias, staged)
 
 
 def _write_effects_and_reminders(

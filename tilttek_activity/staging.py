@@ -85,9 +85,10 @@ class StagedActivities:
         return draft
 
 
-def write_staged(alias: str, staged: StagedActivities) -> list[int]:
-    """Write the staged entries inside the caller's transaction on ``alias``; the positions
-    written. ``activity_recorded`` is sent once that transaction commits.
+def write_staged(alias: str, staged: Sequence[StagedActivities]) -> list[int]:
+    """Write the staged entries (of one owner or several, in order) inside the caller's
+    transaction on ``alias``, in one insert-once statement where the backend allows; the
+    positions written. ``activity_recorded`` is sent once that transaction commits.
 
     A key already recorded with the same payload is left as it is (written once); with a
     different one, :class:`IdempotencyConflict` is raised and the caller's transaction must
@@ -97,7 +98,7 @@ def write_staged(alias: str, staged: StagedActivities) -> list[int]:
     if not backend.connection.in_atomic_block:
         raise ActivityError("write_staged() runs inside the caller's transaction.atomic()")
     distinct: dict[Identity, Draft] = {}
-    for draft in staged.drafts:
+    for draft in (draft for part in staged for draft in part.drafts):
         first = distinct.setdefault(draft.identity, draft)
         if first is not draft:
             differing = draft.differences(first)
@@ -106,7 +107,7 @@ def write_staged(alias: str, staged: StagedActivities) -> list[int]:
     drafts = list(distinct.values())
     if not drafts:
         return []
-    outcome = backend.insert_staged(drafts, reserved=staged.reserved)
+    outcome = backend.insert_staged(drafts, reserved=all(part.reserved for part in staged))
     lost = [d.identity for d in drafts if d.identity not in outcome.created]
     if lost:
         kept = backend.read_kept([i for i in lost if i not in outcome.kept])
