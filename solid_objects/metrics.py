@@ -145,7 +145,7 @@ def registry(using: str | None = None) -> CollectorRegistry:
     """A registry holding only our collector (the process's default registry is left
     alone: add :class:`SolidObjectsCollector` to it yourself to serve both together)."""
     result = CollectorRegistry(auto_describe=False)
-    result.register(SolidObjectsCollector(using))  # type: ignore[arg-type]
+    result.register(SolidObjectsCollector(using))
     return result
 
 

@@ -110,7 +110,7 @@ def install(tracer_provider: Any = None, meter_provider: Any = None) -> Bridge:
     try:
         library_version = version("django-solid-objects")
     except PackageNotFoundError:  # pragma: no cover - running from a checkout
-        library_version = None
+        library_version = ""
     bridge = Bridge(
         tracer=trace.get_tracer(SCOPE, library_version, tracer_provider=tracer_provider),
         meter=metrics.get_meter(SCOPE, library_version, meter_provider=meter_provider),
