@@ -133,7 +133,7 @@ browser-sysdeps:
 
 test-browser: $(STAMP)
 	@$(MAKE) browser-sysdeps
-	@PYTEST_ARGS="-m browser $(PYTEST_ARGS)" TEST_PARALLEL=$${BROWSER_PARALLEL:-0} \
+	@PYTEST_ARGS="-m browser tests/browser $(PYTEST_ARGS)" TEST_PARALLEL=$${BROWSER_PARALLEL:-0} \
 	  .ci/test-matrix $(PY)
 
 lint: $(STAMP)

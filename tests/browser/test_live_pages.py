@@ -102,6 +102,10 @@ def test_two_windows_on_one_cart_follow_it_live(
     open_live(browser, shop)
     add_to_cart(browser, "hat")
     wait_until(lambda: text(browser, COUNT) == "2", what="the first window reloaded")
+    browser.switch_to.window(second)
+    wait_until(lambda: text(browser, COUNT) == "2", what="the second window updated live")
+    browser.save_screenshot(str(screenshots / f"live-demo-{connection.vendor}-update.png"))
+    browser.switch_to.window(first)
     open_live(browser, shop)
     browser.execute_script("document.querySelector('form[action=\"/cart/checkout/\"]').submit()")
     # The payment effect and its callback run in the worker; its commit reaches both windows.
@@ -114,6 +118,7 @@ def test_two_windows_on_one_cart_follow_it_live(
         )
     assert not_reloaded(browser) and text(browser, COUNT) == "0"
     assert browser.find_element("id", "cart-changed").is_displayed()
+    assert "stale" in browser.find_element("id", "cart-lines").get_attribute("class")
     shot = screenshots / f"live-demo-{connection.vendor}.png"
     browser.save_screenshot(str(shot))
     assert shot.stat().st_size > 10_000
