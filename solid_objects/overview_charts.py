@@ -7,7 +7,7 @@ from django.utils.safestring import SafeString
 
 from .overview import Series
 
-WIDTH, HEIGHT, GAP = 600, 120, 1
+WIDTH, HEIGHT, GAP = 300, 80, 1
 
 
 def _figure(value: float, unit: str) -> str:
@@ -44,7 +44,7 @@ def bar_chart(series: Series) -> SafeString:
     return format_html(
         '<svg class="so-chart" viewBox="0 0 {} {}" width="100%" role="img" aria-label="{}">'
         '<line class="so-axis" x1="0" y1="{}" x2="{}" y2="{}"></line>{}'
-        '<text class="so-peak" x="4" y="11">peak {}</text></svg>',
+        '<text class="so-peak" x="4" y="12">peak {}</text></svg>',
         WIDTH,
         HEIGHT,
         series.label,
