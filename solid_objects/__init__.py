@@ -35,6 +35,7 @@ from .errors import (
 )
 from .references import ActorReference, AsyncReference, MessageReference, Snapshot, ref
 from .registry import commit_action, effect, register
+from .retry_policy import retry
 
 try:
     #: The installed distribution's version (``django-solid-objects``, from its metadata).
@@ -77,4 +78,5 @@ __all__ = [
     "query",
     "ref",
     "register",
+    "retry",
 ]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from django.utils.module_loading import autodiscover_modules
 
+from . import retry_policy
 from .errors import ActorDefinitionError, InvalidRejectionCode, Rejected
 from .references import ActorReference
 from .registry import register
@@ -187,7 +188,11 @@ def _build_spec(cls: type[Actor]) -> ActorSpec:
             elif not name.startswith("_") and name not in _BASE_NAMES and inspect.isfunction(value):
                 _check_operation_name(cls, name, value)
                 spec.operations[name] = Operation(
-                    name, value, getattr(value, "__solid_query__", False), inspect.signature(value)
+                    name,
+                    value,
+                    getattr(value, "__solid_query__", False),
+                    inspect.signature(value),
+                    retry_policy.of(value),
                 )
     clash = set(spec.attributes) & set(spec.operations)
     if clash:

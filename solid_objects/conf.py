@@ -7,6 +7,7 @@ Everything reads settings through :func:`get_settings`, which is cached and rese
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from datetime import timedelta
@@ -22,9 +23,16 @@ DEFAULT_TABLE_PREFIX = "solid_objects_"
 WAKE_UP_CHOICES = ("auto", "in_process", "postgresql", "redis", "polling")
 
 
-def default_retry_delay(attempt: int) -> float:
-    """``min(2 ** (attempt - 1), 60)`` seconds: the documented default backoff."""
+def backoff_ceiling(attempt: int) -> float:
+    """``min(2 ** (attempt - 1), 60)`` seconds: the exponential ceiling of the default."""
     return float(min(2 ** max(attempt - 1, 0), 60))
+
+
+def default_retry_delay(attempt: int) -> float:
+    """Full jitter: a random delay between 0 and :func:`backoff_ceiling` seconds, so the
+    retries of failures that happened together (an outage, a provider's hiccup) spread out
+    instead of arriving together again."""
+    return random.uniform(0.0, backoff_ceiling(attempt))
 
 
 def deny_all_subscriptions(*args: Any, **kwargs: Any) -> bool:

@@ -35,7 +35,7 @@ from .db.notify import send as send_hint
 from .db.rows import Completion, LeaseRow, MessageRow
 from .errors import LostActivation, is_retryable
 from .lease import claim_runnable
-from .registry import get_commit_action
+from .registry import effect_max_attempts, get_commit_action
 from .runtime.wakeup import notify_local
 from .runtime.wakeup.hints import hint_mode, publish, publish_result
 from .turn import TurnOutcome, describe_exception
@@ -260,7 +260,7 @@ def _record_failure(
             message_id=message.id,
             claimed=claimed,
             error=error_json,
-            retry_seconds=get_settings().retry_delay(attempt),
+            retry_seconds=activation.spec.retry_delay(message.operation, attempt),
         )
         return
     dialect.dead_letter(
@@ -333,7 +333,7 @@ def _write_effects_and_reminders(
             instance_id=lease.instance_id,
             message_id=outcome.message.id,
             effects=staged.effects,
-            max_attempts=get_settings().MAX_ATTEMPTS,
+            max_attempts=effect_max_attempts,
         )
         _hint(cursor, dialect, "effect")
     for reminder in staged.reminders:

@@ -309,7 +309,7 @@ def _write(
                 operation=operation,
                 delivery_mode=delivery_mode,
                 arguments=arguments_json,
-                max_attempts=settings.MAX_ATTEMPTS,
+                max_attempts=spec.max_attempts(operation),
                 request_id=request_id,
                 idempotency_key=idempotency_key,
                 available_at=available_at,

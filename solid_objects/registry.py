@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from django.core.exceptions import ImproperlyConfigured
 
 from .errors import ActorDefinitionError, UnknownActorType
+from .retry_policy import RetryPolicy, policy
 from .spec import ActorSpec
 
 A = TypeVar("A", bound=type)
@@ -22,6 +23,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 _actors: dict[str, ActorSpec] = {}
 _effects: dict[str, Callable[..., Any]] = {}
+_effect_policies: dict[str, RetryPolicy] = {}
 _commit_actions: dict[str, Callable[..., Any]] = {}
 
 
@@ -57,14 +59,33 @@ def actor_types() -> dict[str, ActorSpec]:
     return dict(_actors)
 
 
-def effect(name: str) -> Callable[[F], F]:
-    """``@solid_objects.effect("payments.charge")`` registers ``handler(arguments, context)``."""
+def effect(
+    name: str, *, max_attempts: int | None = None, retry_delay: Any = None
+) -> Callable[[F], F]:
+    """``@solid_objects.effect("payments.charge")`` registers ``handler(arguments, context)``;
+    ``max_attempts`` and ``retry_delay`` (seconds or ``attempt -> seconds``) replace the
+    ``MAX_ATTEMPTS`` / ``RETRY_DELAY`` settings for this effect."""
+    checked = policy(max_attempts, retry_delay)
 
     def decorator(function: F) -> F:
         _effects[name] = function
+        if checked is None:
+            _effect_policies.pop(name, None)
+        else:
+            _effect_policies[name] = checked
         return function
 
     return decorator
+
+
+def effect_max_attempts(name: str) -> int:
+    """Attempts an effect named ``name`` gets (its own policy, or ``MAX_ATTEMPTS``)."""
+    return _effect_policies.get(name, RetryPolicy()).attempts()
+
+
+def effect_retry_delay(name: str, attempt: int) -> float:
+    """Seconds before the next attempt of a failed effect named ``name``."""
+    return _effect_policies.get(name, RetryPolicy()).delay(attempt)
 
 
 def get_effect(name: str) -> Callable[..., Any] | None:

@@ -15,7 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Protocol, TypeVar, overload
 
+from .conf import get_settings
 from .errors import StateMigrationError, UnknownOperation
+from .retry_policy import RetryPolicy
 
 REJECTION_CODE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -126,6 +128,8 @@ class Operation:
     function: Callable[..., Any]
     is_query: bool = False
     signature: inspect.Signature | None = None
+    #: ``@retry(...)`` on the method: its own ``max_attempts`` / ``retry_delay``.
+    retry: RetryPolicy | None = None
 
     def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         """Positional and keyword arguments as the stored keyword dict (validated)."""
@@ -223,6 +227,20 @@ class ActorSpec:
             raise UnknownOperation(
                 f"{self.actor_type!r} has no operation {name!r}", name=name
             ) from None
+
+    def max_attempts(self, operation: str) -> int:
+        """Attempts a message of ``operation`` gets (its ``@retry``, or ``MAX_ATTEMPTS``)."""
+        found = self.operations.get(operation)
+        if found is not None and found.retry is not None:
+            return found.retry.attempts()
+        return get_settings().MAX_ATTEMPTS
+
+    def retry_delay(self, operation: str, attempt: int) -> float:
+        """Seconds before the next attempt of a failed ``operation`` message."""
+        found = self.operations.get(operation)
+        if found is not None and found.retry is not None:
+            return found.retry.delay(attempt)
+        return get_settings().retry_delay(attempt)
 
     def migrate(self, state: dict[str, Any], version: int, actor_id: str) -> dict[str, Any]:
         """``state`` stored at ``version``, upgraded to the code's ``state_version`` one

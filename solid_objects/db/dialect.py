@@ -10,7 +10,7 @@ database is in-process and its clock is this process's clock.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -815,10 +815,12 @@ class Dialect:
         instance_id: int,
         message_id: int,
         effects: Sequence[Any],
-        max_attempts: int,
+        max_attempts: int | Callable[[str], int],
     ) -> None:
-        """One ``pending`` outbox row per staged effect (one multi-row ``INSERT``)."""
+        """One ``pending`` outbox row per staged effect (one multi-row ``INSERT``);
+        ``max_attempts`` is a number, or the attempts of an effect given its name."""
         n = self.now
+        attempts_of = max_attempts if callable(max_attempts) else (lambda name: max_attempts)
         rows = []
         params: list[Any] = []
         for effect in effects:
@@ -832,7 +834,7 @@ class Dialect:
                     effect.arguments,
                     effect.success_operation,
                     effect.failure_operation,
-                    max_attempts,
+                    attempts_of(effect.name),
                 ]
             )
         cursor.execute(

@@ -140,9 +140,10 @@ def finish(
     result: str | None = None,
     error: str | None = None,
 ) -> bool:
-    """Record the final outcome (``completed`` or ``dead``). ``False``: the claim is gone."""
+    """Record the final outcome (``completed``, ``handled`` or ``dead``). ``False``: the
+    claim is gone."""
     n = dialect.now
-    completed_at = n if status == "completed" else "NULL"
+    completed_at = n if status in ("completed", "handled") else "NULL"
     cursor.execute(
         f"UPDATE {dialect.t_effects} SET status = %s, result = {dialect.json}, "
         f"error = {dialect.json}, completed_at = {completed_at}, updated_at = {n} "

@@ -43,6 +43,8 @@ class Effect(models.Model):
         PENDING = "pending"
         PROCESSING = "processing"
         COMPLETED = "completed"
+        #: Failed for good, and the failure was delivered to the on_failure callback.
+        HANDLED = "handled"
         DEAD = "dead"
 
     message = foreign_key("solid_objects.Message", related_name="effects")
@@ -89,7 +91,9 @@ class Effect(models.Model):
                 condition=models.Q(max_attempts__gt=0), name="chk_so_effects_max_attempts"
             ),
             models.CheckConstraint(
-                condition=models.Q(status__in=["pending", "processing", "completed", "dead"]),
+                condition=models.Q(
+                    status__in=["pending", "processing", "completed", "handled", "dead"]
+                ),
                 name="chk_so_effects_status",
             ),
         ]

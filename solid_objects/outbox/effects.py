@@ -41,7 +41,7 @@ from ..errors import (
     is_retryable,
 )
 from ..mailbox import enqueue
-from ..registry import get_effect, get_spec
+from ..registry import effect_retry_delay, get_effect, get_spec
 from ..runtime.roles import Role
 from ..turn import describe_exception
 from . import actor_messages
@@ -49,6 +49,9 @@ from . import actor_messages
 logger = logging.getLogger("solid_objects")
 
 COMPLETED, RETRIED, DEAD, LOST = "completed", "retried", "dead", "lost"
+#: A failure delivered to the effect's ``on_failure`` callback: an outcome the actor handled,
+#: not a dead effect (nothing to alert on, nothing to retry).
+HANDLED = "handled"
 #: Errors that say nothing about the effect (connection lost, deadlock, lock timeout): the
 #: outcome is kept and written again later instead of being recorded as a failure.
 TRANSIENT = (OperationalError, InterfaceError)
@@ -205,6 +208,10 @@ def _record_success(alias: str, process_id: str, attempt: Attempt) -> str:
     return COMPLETED
 
 
+class _ClaimLost(Exception):
+    """The fence refused the outcome: roll back whatever this recording did."""
+
+
 def _record_failure(alias: str, process_id: str, attempt: Attempt) -> str:
     row = attempt.row
     error = attempt.error or {}
@@ -212,30 +219,45 @@ def _record_failure(alias: str, process_id: str, attempt: Attempt) -> str:
     connection = connections[alias]
     dialect = dialect_for(connection)
     dead = not attempt.retryable or row.attempt >= row.max_attempts
-    with transaction.atomic(using=alias), connection.cursor() as cursor:
-        if not dead:
-            delay = get_settings().retry_delay(row.attempt)
-            done = queries.reschedule(
-                cursor, dialect, row, process_id, error=error_json, delay=delay
+    try:
+        with transaction.atomic(using=alias), connection.cursor() as cursor:
+            if not dead:
+                delay = effect_retry_delay(row.name, row.attempt)
+                done = queries.reschedule(
+                    cursor, dialect, row, process_id, error=error_json, delay=delay
+                )
+                return RETRIED if done else LOST
+            callback = row.failure_operation
+            source = callback is not None and queries.lock_instance(
+                cursor, dialect, row.instance_id
             )
-            return RETRIED if done else LOST
-        callback = row.failure_operation
-        source = callback is not None and queries.lock_instance(cursor, dialect, row.instance_id)
-        if not queries.finish(cursor, dialect, row, process_id, status="dead", error=error_json):
-            return LOST
-        if source and callback is not None:
-            _callback(
-                alias,
-                row,
-                callback,
-                "failure",
-                {
-                    "effect_id": row.effect_id,
-                    "arguments": row.arguments,
-                    "error": {"class": error.get("class"), "message": error.get("message")},
-                },
-            )
-    return DEAD
+            delivered = False
+            if source and callback is not None:
+                # The failure goes to the actor first: only a failure its on_failure
+                # callback received is handled; one that could not be delivered is dead.
+                failure = _callback(
+                    alias,
+                    row,
+                    callback,
+                    "failure",
+                    {
+                        "effect_id": row.effect_id,
+                        "arguments": row.arguments,
+                        "error": {"class": error.get("class"), "message": error.get("message")},
+                    },
+                )
+                delivered = failure is None
+                if failure is not None:
+                    error = {**error, "callback": describe_exception(failure)}
+                    error_json = payloads.encode(error, what="effect error")
+            status = HANDLED if delivered else DEAD
+            if not queries.finish(
+                cursor, dialect, row, process_id, status=status, error=error_json
+            ):
+                raise _ClaimLost
+    except _ClaimLost:
+        return LOST
+    return HANDLED if delivered else DEAD
 
 
 def _callback(
@@ -285,11 +307,12 @@ def _announce(attempt: Attempt, outcome: str) -> None:
     }
     if outcome == COMPLETED:
         signals.send(signals.effect_delivered, **payload)
-    elif outcome in (RETRIED, DEAD):
+    elif outcome in (RETRIED, DEAD, HANDLED):
         error = attempt.error or {}
         signals.send(
             signals.effect_failed,
             dead=outcome == DEAD,
+            handled=outcome == HANDLED,
             error_class=error.get("class", ""),
             **payload,
         )

@@ -100,7 +100,9 @@ def test_no_callback_when_none_was_asked_for():
     assert Effect.objects.get().status == "completed"
 
 
-def test_failures_retry_with_backoff_until_success(captured):
+def test_failures_retry_with_backoff_until_success(captured, solid_settings):
+    # The exponential ceiling itself (the default draws a random delay below it).
+    solid_settings(RETRY_DELAY="solid_objects.conf.backoff_ceiling")
     payer = Payer.ref("carol")
     effect_id = payer.pay("tests.outbox.flaky", {"succeed_on": 3})
 
@@ -127,7 +129,7 @@ def test_failures_retry_with_backoff_until_success(captured):
     assert summary["failures"] == []
 
 
-def test_dead_after_max_attempts_with_failure_callback(solid_settings, captured):
+def test_a_failure_delivered_to_its_callback_is_handled_not_dead(solid_settings, captured):
     solid_settings(MAX_ATTEMPTS=2)
     payer = Payer.ref("dave")
     effect_id = payer.pay("tests.outbox.flaky", {"succeed_on": 0, "amount": 5})
@@ -137,10 +139,13 @@ def test_dead_after_max_attempts_with_failure_callback(solid_settings, captured)
     run_pending_effects()
 
     row = Effect.objects.get(effect_id=effect_id)
-    assert (row.status, row.attempt_count) == ("dead", 2)
-    assert row.completed_at is None
+    # The actor's on_failure got it: an outcome the actor handled, not a dead effect.
+    assert (row.status, row.attempt_count) == ("handled", 2)
+    assert row.completed_at is not None
     assert "attempt 2" in row.error["message"]
-    assert captured["failed"][-1]["dead"] is True
+    assert captured["failed"][-1]["dead"] is False
+    assert captured["failed"][-1]["handled"] is True
+    assert retry_dead_effect(effect_id) is False  # retrying would charge the card again
     summary = payer.summary()
     assert summary["successes"] == []
     assert summary["failures"] == [
@@ -160,7 +165,7 @@ def test_a_non_retryable_error_is_dead_at_once():
     effect_id = payer.pay("tests.outbox.fatal", {"card": "4242"})
     run_pending_effects()
     row = Effect.objects.get(effect_id=effect_id)
-    assert (row.status, row.attempt_count) == ("dead", 1)
+    assert (row.status, row.attempt_count) == ("handled", 1)  # delivered to on_failure
     failure = payer.summary()["failures"][0]
     assert failure["error"] == {"class": "builtins.ValueError", "message": "card declined"}
     assert failure["arguments"] == {"card": "4242"}
@@ -171,7 +176,7 @@ def test_an_unknown_effect_name_is_dead_at_once():
     effect_id = payer.pay("tests.outbox.not_registered", {})
     run_pending_effects()
     row = Effect.objects.get(effect_id=effect_id)
-    assert (row.status, row.attempt_count) == ("dead", 1)
+    assert (row.status, row.attempt_count) == ("handled", 1)  # delivered to on_failure
     assert row.error["class"].endswith("UnknownEffect")
     assert "tests.outbox.not_registered" in row.error["message"]
     assert len(payer.summary()["failures"]) == 1
@@ -181,7 +186,8 @@ def test_retry_of_a_dead_effect(solid_settings, tmp_path: Path):
     solid_settings(MAX_ATTEMPTS=1)
     gate = tmp_path / "gate"
     payer = Payer.ref("gina")
-    effect_id = payer.pay("tests.outbox.gated", {"gate": str(gate)})
+    # No on_failure callback: nobody handled the failure, so the effect is dead.
+    effect_id = payer.pay("tests.outbox.gated", {"gate": str(gate)}, on_failure=None)
     run_pending_effects()
     assert Effect.objects.get(effect_id=effect_id).status == "dead"
     assert retry_dead_effect("no-such-effect") is False
@@ -196,7 +202,7 @@ def test_retry_of_a_dead_effect(solid_settings, tmp_path: Path):
     row.refresh_from_db()
     assert (row.status, row.attempt_count, row.result) == ("completed", 1, "passed")
     summary = payer.summary()
-    assert [f["effect_id"] for f in summary["failures"]] == [effect_id]
+    assert summary["failures"] == []
     assert [s["effect_id"] for s in summary["successes"]] == [effect_id]
 
 

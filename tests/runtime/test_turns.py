@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from solid_objects import MessageFailed, StateMigrationError
-from solid_objects.conf import default_retry_delay
+from solid_objects.conf import backoff_ceiling, default_retry_delay
 from solid_objects.db.vendors import dialect_for
 from solid_objects.dead_letters import DeadLetterNotFound, retry_dead_letter
 from solid_objects.models import DeadLetter, Instance, Message, ReadyMessage
@@ -47,7 +47,7 @@ def commits(queries: CaptureQueriesContext) -> int:
 
 # -- retries and dead letters --------------------------------------------------------------------
 def test_default_retry_delay_backs_off_exponentially_up_to_a_minute():
-    assert [default_retry_delay(n) for n in (1, 2, 3, 4, 7, 8, 20)] == [
+    assert [backoff_ceiling(n) for n in (1, 2, 3, 4, 7, 8, 20)] == [
         1.0,
         2.0,
         4.0,
@@ -56,6 +56,15 @@ def test_default_retry_delay_backs_off_exponentially_up_to_a_minute():
         60.0,
         60.0,
     ]
+
+
+def test_default_retry_delay_is_full_jitter_under_the_ceiling():
+    for attempt in (1, 3, 7, 20):
+        samples = [default_retry_delay(attempt) for _ in range(200)]
+        assert all(0.0 <= delay <= backoff_ceiling(attempt) for delay in samples)
+        # Spread over the whole range, not clustered at the ceiling.
+        assert min(samples) < backoff_ceiling(attempt) * 0.25
+        assert max(samples) > backoff_ceiling(attempt) * 0.75
 
 
 def test_a_retry_waits_and_blocks_later_messages_of_that_actor_only(owner, solid_settings):
