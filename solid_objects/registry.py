@@ -24,6 +24,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 _actors: dict[str, ActorSpec] = {}
 _effects: dict[str, Callable[..., Any]] = {}
 _effect_policies: dict[str, RetryPolicy] = {}
+_effect_timeouts: dict[str, float] = {}
 _commit_actions: dict[str, Callable[..., Any]] = {}
 
 
@@ -60,12 +61,18 @@ def actor_types() -> dict[str, ActorSpec]:
 
 
 def effect(
-    name: str, *, max_attempts: int | None = None, retry_delay: Any = None
+    name: str,
+    *,
+    max_attempts: int | None = None,
+    retry_delay: Any = None,
+    timeout: float | None = None,
 ) -> Callable[[F], F]:
     """``@solid_objects.effect("payments.charge")`` registers ``handler(arguments, context)``;
     ``max_attempts`` and ``retry_delay`` (seconds or ``attempt -> seconds``) replace the
-    ``MAX_ATTEMPTS`` / ``RETRY_DELAY`` settings for this effect."""
+    ``MAX_ATTEMPTS`` / ``RETRY_DELAY`` settings for this effect; ``timeout`` (seconds)
+    abandons an attempt that runs longer (it fails with ``EffectTimeout`` and is retried)."""
     checked = policy(max_attempts, retry_delay)
+    seconds = _timeout(timeout)
 
     def decorator(function: F) -> F:
         _effects[name] = function
@@ -73,9 +80,28 @@ def effect(
             _effect_policies.pop(name, None)
         else:
             _effect_policies[name] = checked
+        if seconds is None:
+            _effect_timeouts.pop(name, None)
+        else:
+            _effect_timeouts[name] = seconds
         return function
 
     return decorator
+
+
+def _timeout(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"timeout must be seconds, got {value!r}")
+    if not 0 < float(value) < float("inf"):
+        raise ValueError(f"timeout must be positive finite seconds, got {value!r}")
+    return float(value)
+
+
+def effect_timeout(name: str) -> float | None:
+    """The ``timeout`` of the effect named ``name`` (``None``: none)."""
+    return _effect_timeouts.get(name)
 
 
 def effect_max_attempts(name: str) -> int:

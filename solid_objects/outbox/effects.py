@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import inspect
 import logging
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -41,7 +43,7 @@ from ..errors import (
     is_retryable,
 )
 from ..mailbox import enqueue
-from ..registry import effect_retry_delay, get_effect, get_spec
+from ..registry import effect_retry_delay, effect_timeout, get_effect, get_spec
 from ..runtime.roles import Role
 from ..turn import describe_exception
 from . import actor_messages
@@ -127,9 +129,13 @@ def execute(row: EffectRow, alias: str) -> Attempt:
         using=alias,
     )
     try:
-        result = handler(row.arguments, context)
-        if inspect.isawaitable(result):
-            result = async_to_sync(_awaited)(result)
+        timeout = effect_timeout(row.name)
+        if timeout is None:
+            result = handler(row.arguments, context)
+            if inspect.isawaitable(result):
+                result = async_to_sync(_awaited)(result)
+        else:
+            result = _within(timeout, handler, row.arguments, context)
         result_json = payloads.encode(
             result,
             what="effect result",
@@ -152,6 +158,46 @@ def execute(row: EffectRow, alias: str) -> Attempt:
 
 async def _awaited(awaitable: Any) -> Any:
     return await awaitable
+
+
+class EffectTimeout(SolidObjectsError, TimeoutError):
+    """The handler ran longer than its effect's ``timeout``: the attempt is abandoned (it
+    fails and is retried like any failure; the handler's thread is left to finish alone)."""
+
+
+def _within(timeout: float, handler: Callable[..., Any], arguments: Any, context: Any) -> Any:
+    """Run ``handler`` in a thread of its own and wait at most ``timeout`` seconds for it.
+
+    A handler that overruns cannot be stopped from outside: its thread is abandoned (a
+    daemon, its outcome discarded) while this worker records the timeout and moves on; its
+    heartbeat never stopped, so the process is not taken for dead meanwhile.
+    """
+    done = threading.Event()
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            value = handler(arguments, context)
+            if inspect.isawaitable(value):
+                value = async_to_sync(_awaited)(value)
+            outcome["value"] = value
+        except BaseException as exc:
+            outcome["error"] = exc
+        finally:
+            for alias in connections:
+                connections[alias].close()
+            done.set()
+
+    thread = threading.Thread(target=run, name=f"effect-{context.effect_id}", daemon=True)
+    thread.start()
+    if not done.wait(timeout):
+        raise EffectTimeout(
+            f"effect {context.name!r} ({context.effect_id}) ran longer than its timeout of "
+            f"{timeout:g}s; the attempt was abandoned"
+        )
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
 
 
 # -- recording --------------------------------------------------------------------------------

@@ -3,6 +3,7 @@ retry policies replace ``MAX_ATTEMPTS`` / ``RETRY_DELAY`` for those messages and
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 
 import pytest
@@ -12,7 +13,8 @@ import solid_objects
 from solid_objects.models import DeadLetter, Effect, Message, ReadyMessage
 from solid_objects.outbox.effects import run_pending_effects
 from solid_objects.retry_policy import retry
-from tests.testapp.actors.policies import Policied
+from tests.testapp.actors import policies
+from tests.testapp.actors.policies import Hanger, Policied
 
 from .helpers import drain, run_once
 
@@ -74,3 +76,40 @@ def test_bad_policies_are_refused_when_declared(options, error):
         retry(**options)
     with pytest.raises(error):
         solid_objects.effect("tests.policy.never", **options)
+
+
+def test_an_effect_that_overruns_its_timeout_is_abandoned_and_retried(owner, solid_settings):
+    solid_settings(MAX_ATTEMPTS=2, RETRY_DELAY="tests.runtime.helpers.no_delay")
+    policies.released.clear()
+    policies.hung.clear()
+    ref = Hanger.ref("hang")
+    try:
+        ref.start("tests.policy.hang")
+        started = time.monotonic()
+        assert run_pending_effects() == 2  # two attempts, each abandoned after 0.3 s
+        assert time.monotonic() - started < 10  # the handler itself blocks for 30 s
+        assert policies.hung.is_set()
+    finally:
+        policies.released.set()
+    effect = Effect.objects.get(name="tests.policy.hang")
+    assert (effect.status, effect.attempt_count) == ("handled", 2)
+    assert effect.error["class"] == "solid_objects.outbox.effects.EffectTimeout"
+    drain(Message.objects.filter(actor_id="hang").first().instance_id, owner)
+    assert ref.snapshot().outcomes == [["failed", "solid_objects.outbox.effects.EffectTimeout"]]
+
+
+def test_an_effect_within_its_timeout_completes(owner):
+    ref = Hanger.ref("quick")
+    ref.start("tests.policy.quick")
+    assert run_pending_effects() == 1
+    assert Effect.objects.get(name="tests.policy.quick").status == "completed"
+    drain(Message.objects.filter(actor_id="quick").first().instance_id, owner)
+    assert ref.snapshot().outcomes == [["done", {"attempt": 1}]]
+
+
+@pytest.mark.parametrize(
+    ("timeout", "error"), [(0, ValueError), (-1, ValueError), ("1", TypeError)]
+)
+def test_bad_timeouts_are_refused_when_declared(timeout, error):
+    with pytest.raises(error):
+        solid_objects.effect("tests.policy.never", timeout=timeout)
