@@ -81,7 +81,7 @@ def validate_available_at(value: Any, what: str = "available_at") -> datetime | 
             value.astimezone(UTC)
     except (OverflowError, ValueError, TypeError, ArithmeticError):
         raise InvalidPayload(f"{what} is out of range once converted to UTC") from None
-    if not aware:
+    if not aware or not isinstance(value, datetime):  # (the second test narrows the type)
         raise InvalidPayload(
             f"{what} must be a timezone-aware datetime, got {payloads.short_repr(value)}"
         )

@@ -30,10 +30,10 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import IntegrityError, connections, transaction
-from django.db.backends.utils import CursorWrapper
 
 from . import signals
 from .conf import get_settings
+from .db.cursor import Cursor
 from .db.dialect import Dialect
 from .db.vendors import dialect_for
 
@@ -311,7 +311,7 @@ def _prune_instances(
 
 
 def _recheck(
-    cursor: CursorWrapper,
+    cursor: Cursor,
     d: Dialect,
     table: str,
     alias: str,

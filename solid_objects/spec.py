@@ -53,6 +53,9 @@ class ActorInstance(Protocol):
     state_version: ClassVar[int]
     actor_id: str
     _state: dict[str, Any]
+    #: The running turn's ``TurnContext`` (``None`` between turns); ``turn.py`` sets it and is
+    #: above this layer, hence ``Any`` here.
+    _context: Any
 
     def __init__(
         self, actor_id: str, state: dict[str, Any] | None = None, context: Any = None

@@ -13,9 +13,9 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connections
-from django.db.backends.utils import CursorWrapper
 
 from .conf import get_settings
+from .db.cursor import Cursor, single_row
 from .db.dialect import Dialect, as_datetime
 from .db.vendors import dialect_for
 
@@ -55,9 +55,7 @@ def collect(using: str | None = None, *, dead_letter_limit: int = 10) -> dict[st
     return report
 
 
-def _processes(
-    cursor: CursorWrapper, d: Dialect, now: datetime, threshold: float
-) -> dict[str, Any]:
+def _processes(cursor: Cursor, d: Dialect, now: datetime, threshold: float) -> dict[str, Any]:
     cursor.execute(
         "SELECT id, kind, hostname, pid, started_at, last_heartbeat_at, shutdown_state "
         f"FROM {d.t_processes} WHERE shutdown_state <> 'stopped' ORDER BY kind, started_at",
@@ -89,10 +87,10 @@ def _processes(
         f"SELECT COUNT(*) FROM {d.t_processes} WHERE shutdown_state = 'stopped'",
         [],
     )
-    return {"live": live, "stopped": int(cursor.fetchone()[0])}
+    return {"live": live, "stopped": int(single_row(cursor)[0])}
 
 
-def _mailbox(cursor: CursorWrapper, d: Dialect, n: str, now: datetime) -> dict[str, Any]:
+def _mailbox(cursor: Cursor, d: Dialect, n: str, now: datetime) -> dict[str, Any]:
     cursor.execute(
         "SELECT m.actor_type, COUNT(*), "
         f"SUM(CASE WHEN r.available_at <= {n} THEN 1 ELSE 0 END), "
@@ -135,7 +133,7 @@ def _mailbox(cursor: CursorWrapper, d: Dialect, n: str, now: datetime) -> dict[s
     }
 
 
-def _outbox(cursor: CursorWrapper, table: str, n: str, now: datetime) -> dict[str, Any]:
+def _outbox(cursor: Cursor, table: str, n: str, now: datetime) -> dict[str, Any]:
     cursor.execute(
         f"SELECT status, COUNT(*), SUM(CASE WHEN available_at <= {n} THEN 1 ELSE 0 END), "
         f"MIN(CASE WHEN available_at <= {n} THEN available_at END) FROM {table} "
@@ -152,14 +150,14 @@ def _outbox(cursor: CursorWrapper, table: str, n: str, now: datetime) -> dict[st
     return result
 
 
-def _reminders(cursor: CursorWrapper, d: Dialect, n: str, now: datetime) -> dict[str, Any]:
+def _reminders(cursor: Cursor, d: Dialect, n: str, now: datetime) -> dict[str, Any]:
     cursor.execute(
         f"SELECT COUNT(*), SUM(CASE WHEN next_run_at <= {n} THEN 1 ELSE 0 END), "
         f"MIN(CASE WHEN next_run_at <= {n} THEN next_run_at END) FROM {d.t_reminders} "
         "WHERE status = 'scheduled'",
         [],
     )
-    scheduled, due, oldest = cursor.fetchone()
+    scheduled, due, oldest = single_row(cursor)
     return {
         "scheduled": int(scheduled or 0),
         "due": int(due or 0),
@@ -167,13 +165,13 @@ def _reminders(cursor: CursorWrapper, d: Dialect, n: str, now: datetime) -> dict
     }
 
 
-def _dead_letters(cursor: CursorWrapper, d: Dialect, limit: int) -> dict[str, Any]:
+def _dead_letters(cursor: Cursor, d: Dialect, limit: int) -> dict[str, Any]:
     cursor.execute(
         "SELECT COUNT(*), SUM(CASE WHEN retried_message_id IS NULL THEN 1 ELSE 0 END) "
         f"FROM {d.t_dead}",
         [],
     )
-    total, unretried = cursor.fetchone()
+    total, unretried = single_row(cursor)
     cursor.execute(
         "SELECT id, actor_type, actor_id, operation, attempts, exception_class, last_failed_at "
         f"FROM {d.t_dead} WHERE retried_message_id IS NULL "

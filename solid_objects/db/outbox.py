@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from .. import payloads
 
 if TYPE_CHECKING:
+    from .cursor import Cursor
     from .dialect import Dialect
 
 ACTOR_MESSAGE = "__actor_message__"
@@ -68,7 +69,7 @@ def _row(row: Any) -> EffectRow:
 _DUE = "status = 'pending' AND available_at <= {now}"
 
 
-def any_due(cursor: Any, dialect: Dialect) -> bool:
+def any_due(cursor: Cursor, dialect: Dialect) -> bool:
     """A non-locking probe (outside any transaction): is there a due pending effect?"""
     cursor.execute(
         f"SELECT 1 FROM {dialect.t_effects} WHERE {_DUE.format(now=dialect.now)} LIMIT 1", []
@@ -76,7 +77,7 @@ def any_due(cursor: Any, dialect: Dialect) -> bool:
     return cursor.fetchone() is not None
 
 
-def claim(cursor: Any, dialect: Dialect, process_id: str, limit: int) -> list[EffectRow]:
+def claim(cursor: Cursor, dialect: Dialect, process_id: str, limit: int) -> list[EffectRow]:
     """Move up to ``limit`` due pending effects to ``processing`` for ``process_id``."""
     n = dialect.now
     due = (
@@ -131,7 +132,7 @@ def _fence_params(row: EffectRow, process_id: str) -> list[Any]:
 
 
 def finish(
-    cursor: Any,
+    cursor: Cursor,
     dialect: Dialect,
     row: EffectRow,
     process_id: str,
@@ -153,7 +154,7 @@ def finish(
     return cursor.rowcount == 1
 
 
-def note_error(cursor: Any, dialect: Dialect, effect_row_id: int, error: str) -> None:
+def note_error(cursor: Cursor, dialect: Dialect, effect_row_id: int, error: str) -> None:
     """Store an error on an effect whose outcome is already recorded (a failed callback)."""
     cursor.execute(
         f"UPDATE {dialect.t_effects} SET error = {dialect.json}, updated_at = {dialect.now} "
@@ -163,7 +164,7 @@ def note_error(cursor: Any, dialect: Dialect, effect_row_id: int, error: str) ->
 
 
 def reschedule(
-    cursor: Any, dialect: Dialect, row: EffectRow, process_id: str, *, error: str, delay: float
+    cursor: Cursor, dialect: Dialect, row: EffectRow, process_id: str, *, error: str, delay: float
 ) -> bool:
     """Back to ``pending`` after ``delay`` seconds, keeping the error of this attempt."""
     at_sql, at_params = dialect.now_plus(delay)
@@ -177,7 +178,7 @@ def reschedule(
     return cursor.rowcount == 1
 
 
-def lock_instance(cursor: Any, dialect: Dialect, instance_id: int) -> bool:
+def lock_instance(cursor: Cursor, dialect: Dialect, instance_id: int) -> bool:
     """Lock the emitting instance row (by id: this incarnation only); ``False`` if gone.
 
     Taken before the effect row, in the order every other writer uses (instance first). On

@@ -15,11 +15,11 @@ import time
 from typing import Protocol
 
 from django.db import DatabaseError, InterfaceError, connections, transaction
-from django.db.backends.utils import CursorWrapper
 
 from ..activation import ActivationCache
 from ..conf import get_settings
 from ..db.connections import abandon, release_abandoned
+from ..db.cursor import Cursor
 from ..db.dialect import Dialect
 from ..db.rows import LeaseRow
 from ..db.vendors import dialect_for
@@ -196,9 +196,7 @@ class ActorRole(Role):
         self.cache.clear()
 
 
-def stale_claims(
-    cursor: CursorWrapper, dialect: Dialect, work: WorkFilter | None = None
-) -> list[int]:
+def stale_claims(cursor: Cursor, dialect: Dialect, work: WorkFilter | None = None) -> list[int]:
     """Instances whose claimed turn belongs to no live lease (expired, released or taken
     over): the next lease on them recovers the claim (retry, or dead letter at the limit)."""
     return dialect.claims_without_lease(cursor, work)
