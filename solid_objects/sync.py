@@ -24,7 +24,7 @@ from weakref import WeakKeyDictionary
 
 from django.db import IntegrityError, OperationalError, connections
 
-from . import payloads, test_transaction
+from . import payloads, testcase_transaction
 from .activation import Activation, ActivationCache, Claim, activate
 from .conf import get_settings
 from .db.connections import CONNECTION_ERRORS, Attempt, abandon, recovering
@@ -63,7 +63,7 @@ _test_caches: WeakKeyDictionary[Any, ActivationCache] = WeakKeyDictionary()
 def cache_for(alias: str) -> ActivationCache:
     """The warm activations a caller on ``alias`` uses: :data:`caller_cache`, or inside a
     test's transaction one of its own (nothing of a rolled-back test survives it)."""
-    scope = test_transaction.current(alias)
+    scope = testcase_transaction.current(alias)
     if scope is None:
         return caller_cache
     cache = _test_caches.get(scope)
@@ -206,7 +206,7 @@ def start_sync(
         dialect=dialect_for(connection),
         settings=settings,
     )
-    if connection.in_atomic_block and not test_transaction.allows_sync(alias):
+    if connection.in_atomic_block and not testcase_transaction.allows_sync(alias):
         raise SyncInsideTransaction(
             "a synchronous actor call cannot run inside transaction.atomic(): the caller must "
             "commit the message and then run the actor. Use ref.enqueue(...) inside the "
@@ -302,10 +302,10 @@ def result_deadline(timeout: float | None) -> float | None:
 
 def may_assist(alias: str) -> bool:
     """Whether a caller waiting for a result may run the actor itself: never inside a turn,
-    nor inside the caller's transaction (except a test's, see :mod:`.test_transaction`)."""
+    nor inside the caller's transaction (except a test's, see :mod:`.testcase_transaction`)."""
     if inside_turn():
         return False
-    return not connections[alias].in_atomic_block or test_transaction.allows_sync(alias)
+    return not connections[alias].in_atomic_block or testcase_transaction.allows_sync(alias)
 
 
 def _drive(message: MessageHandle, deadline: float | None, alias: str, *, assist: bool) -> Any:
