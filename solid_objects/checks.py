@@ -197,6 +197,33 @@ def check_routing(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     return messages
 
 
+@register(TAG)
+def check_pool_size(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Django's native PostgreSQL pool on the actors' database must hold every connection
+    a worker process keeps (docs/operations.md, "Connections")."""
+    from .runtime.connection_budget import connections_needed, pool_max_size
+
+    raw = getattr(settings, "SOLID_OBJECTS", None)
+    alias = raw.get("DATABASE", "default") if isinstance(raw, Mapping) else "default"
+    if not isinstance(alias, str) or alias not in settings.DATABASES:
+        return []
+    size = pool_max_size(settings.DATABASES[alias])
+    needed = connections_needed(1, all_roles=True)
+    if size is None or size >= needed:
+        return []
+    return [
+        CheckWarning(
+            f"The connection pool of database {alias!r} holds at most {size} connections, but "
+            f"a worker process keeps one per role thread plus its supervisor: "
+            f"run_actor_worker --all-roles needs {needed} (and one more per extra --threads), "
+            f"run_actor_worker --threads N needs N + 1. Roles waiting for a connection stall.",
+            hint='Set OPTIONS["pool"] = {"max_size": ...} to at least that, or run the workers '
+            "on an alias without a pool.",
+            id="solid_objects.W004",
+        )
+    ]
+
+
 def _calls(cls: type, attribute: str) -> bool:
     """Whether any function defined on ``cls`` (or its bases, nested functions included)
     names ``attribute`` in its code."""

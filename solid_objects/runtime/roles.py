@@ -28,6 +28,7 @@ from ..errors import LostActivation, StateMigrationError, UnknownActorType
 from ..lease import acquire
 from ..passes import run_pass
 from ..pause_points import pause_point
+from . import connection_names
 from .wakeup import doorbell
 
 logger = logging.getLogger("solid_objects")
@@ -85,6 +86,7 @@ class Role:
         """Called once in the role's thread after the loop ends."""
 
     def loop(self) -> None:
+        connection_names.use(f"{self.kind} {self.label}")
         settings = get_settings()
         bell = doorbell(self.doorbell_kind)
         stop = self.supervisor.stopping
@@ -116,6 +118,7 @@ class Role:
                 self.on_stop()
             finally:
                 _close_connection(self.alias)
+                connection_names.forget()
 
 
 def _close_connection(alias: str) -> None:

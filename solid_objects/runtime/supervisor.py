@@ -32,7 +32,8 @@ from ..db.connections import close_quietly
 from ..db.rows import LeaseRow
 from ..db.vendors import dialect_for
 from ..db.work_filter import WorkFilter
-from . import lifecycle, processes
+from . import connection_names, lifecycle, processes
+from .connection_budget import pool_max_size
 from .roles import Role, renew_leases
 from .wakeup import KINDS, doorbell
 from .wakeup import transports as wakeup_transports
@@ -130,6 +131,8 @@ class Supervisor:
             lifecycle.ensure_visible()
         began = time.monotonic()
         clean = True
+        connection_names.use("supervisor")
+        self._warn_small_pool()
         try:
             if self.wake_ups:
                 self.transport = wakeup_transports.start(self.alias)
@@ -153,6 +156,7 @@ class Supervisor:
             clean = self._shutdown(settings.SHUTDOWN_TIMEOUT)
             if self.started.is_set():
                 lifecycle.stopped(time.monotonic() - began, clean)
+            connection_names.forget()
         return 0
 
     def _loop(self, settings: SolidObjectsSettings) -> None:
@@ -195,6 +199,23 @@ class Supervisor:
             self._replace_crashed(now)
             self._attention.wait(tick)
             self._attention.clear()
+
+    def _warn_small_pool(self) -> None:
+        """The pool must hold one connection per role thread, the supervisor's and one per
+        periodic task (docs/operations.md, "Connections")."""
+        size = pool_max_size(connections[self.alias].settings_dict)
+        needed = len(self._slots) + 1 + len(self.periodic)
+        if size is not None and size < needed:
+            logger.warning(
+                "the connection pool of %r holds %d connections but this worker keeps %d "
+                "(%d role threads, the supervisor, %d periodic tasks): raise "
+                'OPTIONS["pool"]["max_size"]',
+                self.alias,
+                size,
+                needed,
+                len(self._slots),
+                len(self.periodic),
+            )
 
     def _heartbeat(self) -> None:
         alive = heartbeat_all(self.alias, list(self.process_ids.values()))
@@ -262,6 +283,7 @@ class Supervisor:
             return
 
         def run() -> None:
+            connection_names.use(f"periodic {task.name}")
             try:
                 task.function()
             except Exception:

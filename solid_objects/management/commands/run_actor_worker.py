@@ -32,6 +32,15 @@ class Command(BaseCommand):
             help="comma-separated django.tasks queues: run only their tasks (with "
             "--actor-types: those actors too)",
         )
+        parser.add_argument(
+            "--reload",
+            action="store_true",
+            default=None,
+            help="restart when a Python file changes (default when DEBUG is on)",
+        )
+        parser.add_argument(
+            "--noreload", action="store_false", dest="reload", help="never restart on changes"
+        )
 
     def handle(
         self,
@@ -42,8 +51,20 @@ class Command(BaseCommand):
         actor_types: str,
         exclude_actor_types: str,
         queues: str,
+        reload: bool | None,
         **options: Any,
     ) -> None:
+        from django.conf import settings
+
+        from solid_objects.runtime import reloading
+
+        if reload is None:
+            reload = bool(settings.DEBUG)
+        if reload and not reloading.in_child():
+            code = reloading.run_parent()  # the worker runs in a child, restarted on changes
+            if code:
+                raise SystemExit(code)
+            return
         from solid_objects.live.layers import default_layer, describe, is_process_local
         from solid_objects.runtime.dedication import UnknownWork, names, work_filter
         from solid_objects.runtime.launch import build_supervisor
@@ -68,6 +89,9 @@ class Command(BaseCommand):
             broadcasts=broadcasts,
             work_filter=work,
         )
-        code = supervisor.run()
+        if reload:
+            code = reloading.run_child(supervisor.run, supervisor.request_stop)
+        else:
+            code = supervisor.run()
         if code:
             raise SystemExit(code)

@@ -1,0 +1,61 @@
+"""``run_actor_worker --reload``: a changed Python file stops the worker gracefully and
+starts a fresh one; SIGTERM to the command stops everything with exit code 0."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from solid_objects.models import Process
+from tests.support.processes import REPO_ROOT, Commands
+from tests.support.waiting import wait_until
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+WATCHED = REPO_ROOT / "tests" / "testapp" / "__init__.py"  # imported by every worker
+
+
+def running_workers() -> list[Process]:
+    return list(Process.objects.filter(kind="worker", shutdown_state="running"))
+
+
+def test_a_changed_module_reloads_the_worker_gracefully(tmp_path: Path):
+    commands = Commands(tmp_path)
+    try:
+        proc = commands.start("run_actor_worker", "--reload")
+        (first,) = wait_until(running_workers, what="the first worker to register")
+        assert first.pid != proc.pid  # the worker runs in a child of the command
+        stat = WATCHED.stat()
+        os.utime(WATCHED, (stat.st_atime, time.time() + 5))
+        try:
+            (second,) = wait_until(
+                lambda: [p for p in running_workers() if p.pid != first.pid] or None,
+                what="a fresh worker after the change",
+                details=lambda: commands.log(proc),
+            )
+        finally:
+            os.utime(WATCHED, (stat.st_atime, stat.st_mtime))
+        first.refresh_from_db()
+        assert first.shutdown_state == "stopped"  # marked stopped by its own shutdown
+        assert commands.terminate(proc) == 0
+        second.refresh_from_db()
+        assert second.shutdown_state == "stopped"
+        log = commands.log(proc)
+    finally:
+        commands.kill_all()
+    assert "changed: reloading the worker" in log
+    assert log.count("solid_objects worker started") == 2
+    assert log.count("solid_objects worker stopped") == 2
+
+
+def test_without_debug_there_is_no_reloader(tmp_path: Path):
+    commands = Commands(tmp_path)
+    try:
+        proc = commands.start("run_actor_worker")
+        (worker,) = wait_until(running_workers, what="the worker to register")
+        assert worker.pid == proc.pid  # no parent/child pair
+        assert commands.terminate(proc) == 0
+    finally:
+        commands.kill_all()
