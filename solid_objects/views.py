@@ -13,7 +13,9 @@ keeps the order of the tokens::
 
 The page calls it after a reconnect (changes sent while it was away are not replayed) and
 for invalidation-only observables; each answer carries a re-signed token, so a page left open
-keeps working for as long as the policy allows it.
+keeps working for as long as the policy allows it: tokens up to
+:data:`~solid_objects.live.tokens.RENEW_MAX_AGE` old (a week) are renewed here, while a
+subscription needs one younger than ``MAX_AGE`` (an hour).
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ def _value(
     token: str, viewer: str, user: Any, session: Any, snapshots: dict[tuple[str, str], Any]
 ) -> dict[str, Any]:
     try:
-        subject = tokens.verify(token, viewer)
+        subject = tokens.verify(token, viewer, max_age=tokens.RENEW_MAX_AGE)
     except tokens.TokenRefused as refusal:
         return {"ok": False, "reason": refusal.reason}
     if not allowed(user, session, subject.actor_type, subject.actor_id, subject.observable):

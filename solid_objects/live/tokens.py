@@ -33,6 +33,9 @@ SALT = "solid_objects.live.subscription"
 #: Seconds a token stays valid after it was issued. A page open longer gets fresh tokens from
 #: ``observed_values`` (each refresh re-signs them) while the policy still allows it.
 MAX_AGE = 3600
+#: ``observed_values`` still renews a token this old (seconds): a page left open overnight
+#: refreshes itself after a reconnect, the viewer and the policy being checked as always.
+RENEW_MAX_AGE = 7 * 24 * 3600
 
 
 class TokenRefused(Exception):

@@ -57,7 +57,7 @@ def _listening(port: int) -> bool:
 class Shop:
     """The example shop's processes (web server, worker) and shell commands on its database."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, redis_url: str = "") -> None:
         self.tmp_path = tmp_path
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}/"
@@ -72,7 +72,10 @@ class Shop:
             "DJANGO_HTTPS": "0",
             "SOLID_LOG": "INFO",
         }
+        # REDIS_URL switches the shop to channels_redis: the worker delivers the broadcasts.
         self.env.pop("REDIS_URL", None)
+        if redis_url:
+            self.env["REDIS_URL"] = redis_url
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.logs: dict[str, Path] = {}
 
@@ -139,9 +142,8 @@ class Shop:
         )
 
 
-@pytest.fixture
-def shop(tmp_path: Path, transactional_db: Any) -> Iterator[Shop]:
-    running = Shop(tmp_path)
+def _running(tmp_path: Path, redis_url: str = "") -> Iterator[Shop]:
+    running = Shop(tmp_path, redis_url)
     running.manage("migrate", "-v0", timeout=300)
     try:
         running.start_web()
@@ -149,6 +151,20 @@ def shop(tmp_path: Path, transactional_db: Any) -> Iterator[Shop]:
         yield running
     finally:
         running.stop_all()
+
+
+@pytest.fixture
+def shop(tmp_path: Path, transactional_db: Any) -> Iterator[Shop]:
+    """The demo as ``make demo`` runs it: in-memory layer, delivery in the web process."""
+    yield from _running(tmp_path)
+
+
+@pytest.fixture
+def redis_shop(tmp_path: Path, transactional_db: Any) -> Iterator[Shop]:
+    """The shop with channels_redis (``REDIS_URL``): the worker's broadcast role delivers."""
+    yield from _running(
+        tmp_path, os.environ.get("SOLID_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+    )
 
 
 def _chromium() -> tuple[str, str]:

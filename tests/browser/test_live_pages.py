@@ -219,3 +219,17 @@ def test_a_recreated_actor_shows_its_new_incarnation(shop: Shop, browser: Any) -
     assert new["solidObjectsInstance"] != old["solidObjectsInstance"]
     assert int(new["solidObjectsRevision"]) < int(old["solidObjectsRevision"])
     assert not_reloaded(browser)
+
+
+def test_with_channels_redis_the_worker_delivers(redis_shop: Shop, browser: Any) -> None:
+    shop = redis_shop
+    open_live(browser, shop)
+    cart = cart_id(shop, session_key(browser))
+    cart_call(shop, cart, "cart.add_item('sock', 2)")
+    wait_until(
+        lambda: text(browser, COUNT) == "2", what="delivered through Redis", details=shop.log
+    )
+    assert not_reloaded(browser)
+    assert "embedded broadcast delivery started" not in shop.logs["web"].read_text()
+    assert "leaves broadcasts to the web process" not in shop.logs["worker"].read_text()
+    assert "kind=broadcast" in shop.logs["worker"].read_text()

@@ -84,3 +84,18 @@ def test_requests_without_tokens_or_with_too_many_are_bad(policy) -> None:
     assert client.get(URL).status_code == 400
     assert client.get(URL, {"token": ["x"] * 51}).status_code == 400
     assert client.post(URL, {"token": "x"}).status_code == 405
+
+
+def test_an_expired_token_is_renewed_while_the_policy_allows(policy, monkeypatch) -> None:
+    policy(OWNER)
+    user = UserFactory()
+    given = token_for(user, f"board-of-{user.pk}")
+    client = Client()
+    client.force_login(user)
+    monkeypatch.setattr(tokens, "MAX_AGE", -1)  # too old to subscribe with...
+    (renewed,) = client.get(URL, {"token": given}).json()["values"]
+    assert renewed["ok"]  # ...but young enough to renew
+    monkeypatch.setattr(tokens, "RENEW_MAX_AGE", -1)
+    assert client.get(URL, {"token": given}).json()["values"] == [
+        {"ok": False, "reason": "expired"}
+    ]
