@@ -17,6 +17,9 @@ TIME_ZONE = "UTC"
 ROOT_URLCONF = "tests.urls"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 STATIC_URL = "/static/"
+# The test actors declare observables and most tests need no Channels layer; the check that
+# warns about that (W005) is tested on its own (tests/live/test_checks.py).
+SILENCED_SYSTEM_CHECKS = ["solid_objects.W005"]
 
 INSTALLED_APPS = [
     "django.contrib.auth",
