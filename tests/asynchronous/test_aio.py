@@ -199,3 +199,20 @@ def test_async_effect_handlers_are_awaited():
     assert [s["result"]["echo"] for s in summary["successes"]] == [42]
     assert summary["failures"][0]["error"]["class"].endswith("ValueError")
     assert summary["failures"][0]["error"]["message"] == "async provider refused"
+
+
+def test_an_awaited_call_sends_the_statements_of_a_sync_call():
+    """Same path, same cost: on a warm actor ``await ref.aio.op()`` sends exactly the
+    statements ``ref.op()`` sends (the thread hop adds none)."""
+    from tests.support.statements import count_statements
+
+    cart = Counter.ref("cost")
+    cart.add(1)  # warm: registered caller, cached activation
+
+    async def awaited() -> None:
+        await cart.aio.add(1)
+
+    sync_cost = count_statements(lambda: cart.add(1))
+    async_cost = count_statements(lambda: run(awaited))
+    assert async_cost == sync_cost
+    assert cart.snapshot().value == 3
