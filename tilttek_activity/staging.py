@@ -152,7 +152,7 @@ class JoinedInsert:
     def available(alias: str, staged: Sequence[StagedActivities]) -> bool:
         return all(part.reserved for part in staged) and backend_for(alias).joins_inserts
 
-    def statement(self, guard: str) -> tuple[str, list[Any]]:
+    def statement(self, guard: str) -> tuple[str, dict[str, Any]]:
         """The INSERT (SQL and parameters); ``guard`` names a relation of the embedding
         statement that has a row exactly when the entries may be written."""
         return backend_for(self.alias).joined_insert(self.drafts, guard)

@@ -1,5 +1,6 @@
 """The values the hot-path statements return and take: a lease, a claimed message, a
-completion."""
+completion, and what the fenced commit writes of other modules (a staged effect, a joined
+write)."""
 
 from __future__ import annotations
 
@@ -37,12 +38,22 @@ class MessageRow:
     idempotency_key: str | None
 
 
+class StagedEffectRow(Protocol):
+    """What the fenced commit needs of an effect a turn staged (``turn.StagedEffect``)."""
+
+    effect_id: str
+    name: str
+    arguments: str  # JSON text
+    success_operation: str | None
+    failure_operation: str | None
+
+
 class JoinedWrite(Protocol):
     """Another app's write made one more part of the single-statement group commit
     (``tilttek_activity``'s journal entries): an ``INSERT ... RETURNING position`` whose FROM
     joins the fence relation it is given, so it writes nothing when the fence fails."""
 
-    def statement(self, guard: str) -> tuple[str, list[Any]]: ...
+    def statement(self, guard: str) -> tuple[str, dict[str, Any]]: ...
 
     def returned(self, positions: Sequence[int]) -> None: ...
 
@@ -57,7 +68,35 @@ class Completion:
     claimed: bool = False  # the turn's claimed row (attempt already counted)
 
 
-MESSAGE_COLUMNS = (
-    "id, sequence, operation, arguments, delivery_mode, attempt_count, max_attempts, "
-    "request_id, idempotency_key"
-)
+def lease_from_row(row: Sequence[Any], owner_id: str, token: str) -> LeaseRow:
+    """A lease from ``(id, actor_type, actor_id, state, state_version, state_revision,
+    generation, has_stale_claim)``."""
+    return LeaseRow(
+        instance_id=int(row[0]),
+        actor_type=row[1],
+        actor_id=row[2],
+        state=row[3],
+        state_version=int(row[4]),
+        state_revision=int(row[5]),
+        generation=int(row[6]),
+        token=token,
+        owner_id=owner_id,
+        has_stale_claim=bool(row[7]),
+    )
+
+
+def message_from_row(row: Sequence[Any]) -> MessageRow:
+    """A claimed message from the columns the claim statements return, in this order:
+    ``id, sequence, operation, arguments, delivery_mode, attempt_count, max_attempts,
+    request_id, idempotency_key``."""
+    return MessageRow(
+        id=int(row[0]),
+        sequence=int(row[1]),
+        operation=row[2],
+        arguments=row[3],
+        delivery_mode=row[4],
+        attempt_count=int(row[5]),
+        max_attempts=int(row[6]),
+        request_id=row[7],
+        idempotency_key=row[8],
+    )

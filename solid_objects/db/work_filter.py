@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 LIKE_ESCAPE = "!"
@@ -40,26 +41,32 @@ class WorkFilter:
     def __bool__(self) -> bool:
         return bool(self.actor_types or self.exclude_actor_types or self.actors)
 
-    def condition(self, alias: str = "i") -> tuple[str, list[str]]:
-        """SQL over the instance row named ``alias`` and its parameters."""
+    def condition(self, alias: str = "i") -> tuple[str, dict[str, str]]:
+        """SQL over the instance row named ``alias`` and its named parameters (``work_N``)."""
+        params: dict[str, str] = {}
+
+        def marks(values: Sequence[str]) -> str:
+            names = []
+            for value in values:
+                name = f"work_{len(params)}"
+                params[name] = value
+                names.append(f"%({name})s")
+            return ", ".join(names)
+
         include: list[str] = []
-        params: list[str] = []
         if self.actor_types:
-            include.append(f"{alias}.actor_type IN ({_marks(self.actor_types)})")
-            params.extend(self.actor_types)
+            include.append(f"{alias}.actor_type IN ({marks(self.actor_types)})")
         for selection in self.actors:
-            ids = [f"{alias}.actor_id IN ({_marks(selection.ids)})"] if selection.ids else []
-            ids += [f"{alias}.actor_id LIKE %s ESCAPE '{LIKE_ESCAPE}'" for _ in selection.prefixes]
-            include.append(f"({alias}.actor_type = %s AND ({' OR '.join(ids) or '1 = 0'}))")
-            params.append(selection.actor_type)
-            params.extend(selection.ids)
-            params.extend(like_prefix(prefix) for prefix in selection.prefixes)
+            actor_type = marks([selection.actor_type])
+            ids = [f"{alias}.actor_id IN ({marks(selection.ids)})"] if selection.ids else []
+            ids += [
+                f"{alias}.actor_id LIKE {marks([like_prefix(prefix)])} ESCAPE '{LIKE_ESCAPE}'"
+                for prefix in selection.prefixes
+            ]
+            include.append(
+                f"({alias}.actor_type = {actor_type} AND ({' OR '.join(ids) or '1 = 0'}))"
+            )
         parts = [f"({' OR '.join(include)})"] if include else []
         if self.exclude_actor_types:
-            parts.append(f"{alias}.actor_type NOT IN ({_marks(self.exclude_actor_types)})")
-            params.extend(self.exclude_actor_types)
+            parts.append(f"{alias}.actor_type NOT IN ({marks(self.exclude_actor_types)})")
         return " AND ".join(parts) or "1 = 1", params
-
-
-def _marks(values: tuple[str, ...]) -> str:
-    return ", ".join("%s" for _ in values)

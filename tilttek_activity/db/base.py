@@ -179,9 +179,10 @@ class Backend:
         locked), so there is no race to guard against. Drafts have distinct identities."""
         return self.insert_once(dated(drafts, self.database_now()))
 
-    def joined_insert(self, drafts: Sequence[Draft], guard: str) -> tuple[str, list[Any]]:
+    def joined_insert(self, drafts: Sequence[Draft], guard: str) -> tuple[str, dict[str, Any]]:
         """``INSERT ... RETURNING position`` of reserved drafts, writing nothing unless the
-        relation ``guard`` of the embedding statement has a row (see ``joins_inserts``)."""
+        relation ``guard`` of the embedding statement has a row (see ``joins_inserts``).
+        Its parameters are named (``%(journal_...)s``), like the embedding statement's."""
         raise NotImplementedError
 
     def read_positions(self, positions: Sequence[int]) -> list[Row]:

@@ -202,25 +202,18 @@ class PostgreSQLBackend(Backend):
                 outcome.created[(key, kind)] = position
         return outcome
 
-    def joined_insert(self, drafts: Sequence[Draft], guard: str) -> tuple[str, list[Any]]:
-        return self._staged(drafts, f", {guard}")
+    def joined_insert(self, drafts: Sequence[Draft], guard: str) -> tuple[str, dict[str, Any]]:
+        params: dict[str, Any] = {}
+        rows = []
+        for index, values in enumerate(_staged_values(drafts)):
+            names = [f"journal_{index}_{column}" for column in range(len(values))]
+            params.update(zip(names, values, strict=True))
+            rows.append(STAGED_ROW % tuple(f"%({name})s" for name in names))
+        sql = STAGED_INSERT_SQL.format(rows=", ".join(rows), guard=f", {guard}").strip()
+        return sql, params
 
     def _staged(self, drafts: Sequence[Draft], guard: str) -> tuple[str, list[Any]]:
-        params: list[Any] = []
-        for index, draft in enumerate(drafts):
-            params.extend(
-                [
-                    index,
-                    draft.kind,
-                    draft.idempotency_key,
-                    draft.member,
-                    draft.verb,
-                    draft.object,
-                    draft.quantity,
-                    draft.context_json,
-                    draft.occurred_at if draft.occurred_at_given else None,
-                ]
-            )
+        params = [value for values in _staged_values(drafts) for value in values]
         rows = ", ".join([STAGED_ROW] * len(drafts))
         return STAGED_INSERT_SQL.format(rows=rows, guard=guard).strip(), params
 
@@ -260,3 +253,21 @@ class PostgreSQLBackend(Backend):
             IsolationLevel.READ_UNCOMMITTED,
             IsolationLevel.READ_COMMITTED,
         )
+
+
+def _staged_values(drafts: Sequence[Draft]) -> list[list[Any]]:
+    """The values of each draft's :data:`STAGED_ROW`, in its order."""
+    return [
+        [
+            index,
+            draft.kind,
+            draft.idempotency_key,
+            draft.member,
+            draft.verb,
+            draft.object,
+            draft.quantity,
+            draft.context_json,
+            draft.occurred_at if draft.occurred_at_given else None,
+        ]
+        for index, draft in enumerate(drafts)
+    ]

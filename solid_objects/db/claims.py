@@ -1,0 +1,276 @@
+"""Claiming a turn: "the claim query", and what recovery does with claims.
+
+A claim moves the actor's lowest-sequence ready message (its *head*), if it is due, from
+``ready_messages`` to ``claimed_messages`` under the lease's token and generation, and
+counts the attempt on the history row, committed *before* the handler runs. Everywhere it
+happens it is the same three parts: find the head, move it if due, count the attempt.
+MySQL and SQLite run them as separate statements (:func:`claim_next`); PostgreSQL writes
+them as the CTEs below, used alone (:func:`claim_next_postgresql`), behind the lease
+(:func:`acquire_and_claim_postgresql`) and behind the fenced commit
+(``fence.commit_group_postgresql``, which moves the claimed row in place).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .dialect import Dialect
+from .leases import (
+    FIRST_FREE_CANDIDATE_POSTGRESQL,
+    LEASE_SETS,
+    candidates_postgresql,
+    state_unless_cached,
+)
+from .rows import LeaseRow, MessageRow, lease_from_row, message_from_row
+from .sql import render
+
+#: The columns of a claimed message, of the history row ``m`` (see ``rows.message_from_row``).
+MESSAGE_COLUMNS = (
+    "m.id, m.sequence, m.operation, m.arguments{as_text}, m.delivery_mode, m.attempt_count, "
+    "m.max_attempts, m.request_id, m.idempotency_key"
+)
+
+#: The same of the history row ``n`` (where ``m`` names another relation).
+MESSAGE_COLUMNS_N = (
+    "n.id, n.sequence, n.operation, n.arguments{as_text}, n.delivery_mode, n.attempt_count, "
+    "n.max_attempts, n.request_id, n.idempotency_key"
+)
+
+# -- MySQL, SQLite: the claim in four statements -------------------------------------------
+
+#: The head of the actor's mailbox and whether it is due.
+HEAD = (
+    "SELECT message_id, CASE WHEN available_at <= {now} THEN 1 ELSE 0 END "
+    "FROM {t_ready} WHERE instance_id = %(instance_id)s ORDER BY sequence LIMIT 1"
+)
+
+#: Take the head out of ready.
+UNREADY = "DELETE FROM {t_ready} WHERE message_id = %(message_id)s"
+
+#: Claim it under the lease.
+INSERT_CLAIM = (
+    "INSERT INTO {t_claimed} (message_id, instance_id, process_id, activation_token, "
+    "activation_generation, claimed_at) VALUES (%(message_id)s, %(instance_id)s, "
+    "%(owner_id)s, %(token)s, %(generation)s, {now})"
+)
+
+#: Count the attempt.
+COUNT_ATTEMPT = (
+    "UPDATE {t_messages} SET attempt_count = attempt_count + 1, started_at = {now}, "
+    "updated_at = {now} WHERE id = %(message_id)s"
+)
+
+#: Read the claimed message.
+CLAIMED_MESSAGE = "SELECT " + MESSAGE_COLUMNS + " FROM {t_messages} m WHERE m.id = %(message_id)s"
+
+# -- PostgreSQL: the claim as three CTEs ----------------------------------------------------
+
+#: Part 1: the head of the leased actor ``%(instance_id)s``.
+HEAD_CTE_POSTGRESQL = (
+    "head AS (SELECT h.id, h.available_at FROM {t_ready} h "
+    "WHERE h.instance_id = %(instance_id)s ORDER BY h.sequence LIMIT 1)"
+)
+
+#: Part 1 behind a lease ``i`` taken by the same statement (none when a claimed row is left).
+HEAD_OF_NEW_LEASE_CTE_POSTGRESQL = (
+    "head AS (SELECT h.id, h.available_at FROM {t_ready} h, i "
+    "WHERE h.instance_id = i.id AND NOT i.stale ORDER BY h.sequence LIMIT 1)"
+)
+
+#: Part 2: move the head out of ready, if it is due.
+MOVE_HEAD_CTE_POSTGRESQL = (
+    "moved AS (DELETE FROM {t_ready} x USING head WHERE x.id = head.id "
+    "AND head.available_at <= {now} RETURNING x.message_id)"
+)
+
+
+def count_attempt_postgresql(claimed: str) -> str:
+    """Part 3: count the attempt of the message claimed (``claimed`` names the relation
+    holding its id) and return the message."""
+    return (
+        "UPDATE {t_messages} n SET attempt_count = n.attempt_count + 1, started_at = {now}, "
+        f"updated_at = {{now}} FROM {claimed} WHERE n.id = {claimed}.message_id "
+        "RETURNING " + MESSAGE_COLUMNS_N
+    )
+
+
+#: The claim of the next turn of a held lease, in one statement.
+CLAIM_NEXT_POSTGRESQL = (
+    "WITH " + HEAD_CTE_POSTGRESQL + ", " + MOVE_HEAD_CTE_POSTGRESQL + ", "
+    "cl AS (INSERT INTO {t_claimed} (message_id, instance_id, process_id, activation_token, "
+    "activation_generation, claimed_at) SELECT moved.message_id, %(instance_id)s, "
+    "%(owner_id)s, %(token)s, %(generation)s, {now} FROM moved RETURNING message_id) "
+    + count_attempt_postgresql("cl")
+)
+
+#: A lease and the claim of its first turn, in one autocommit statement; also whether
+#: another due message follows (so the group knows whether to read ahead).
+ACQUIRE_AND_CLAIM_POSTGRESQL = (
+    "WITH i AS (UPDATE {t_instances} AS i SET " + LEASE_SETS + " "
+    "WHERE i.id = (" + FIRST_FREE_CANDIDATE_POSTGRESQL + ") "
+    "RETURNING i.id, i.actor_type, i.actor_id, {state} AS state, i.state_version, "
+    "i.state_revision, i.activation_generation, "
+    "EXISTS (SELECT 1 FROM {t_claimed} c WHERE c.instance_id = i.id) AS stale), "
+    + HEAD_OF_NEW_LEASE_CTE_POSTGRESQL
+    + ", "
+    + MOVE_HEAD_CTE_POSTGRESQL
+    + ", "
+    "cl AS (INSERT INTO {t_claimed} (message_id, instance_id, process_id, activation_token, "
+    "activation_generation, claimed_at) SELECT moved.message_id, i.id, %(owner_id)s, "
+    "%(token)s, i.activation_generation, {now} FROM moved, i RETURNING message_id), "
+    "m AS (" + count_attempt_postgresql("cl") + ") "
+    "SELECT i.id, i.actor_type, i.actor_id, i.state, i.state_version, i.state_revision, "
+    "i.activation_generation, i.stale, m.*, "
+    "(SELECT COUNT(*) FROM (SELECT 1 FROM {t_ready} d WHERE d.instance_id = i.id "
+    "AND d.available_at <= {now} LIMIT 2) AS z) > (SELECT COUNT(*) FROM moved) "
+    "FROM i LEFT JOIN m ON TRUE"
+)
+
+# -- reading ahead and recovery -------------------------------------------------------------
+
+#: The ready messages after a sequence, in order, and whether each is due.
+PREFETCH = (
+    "SELECT " + MESSAGE_COLUMNS + ", r.available_at <= {now} FROM {t_ready} r "
+    "JOIN {t_messages} m ON m.id = r.message_id WHERE r.instance_id = %(instance_id)s "
+    "AND r.sequence > %(after)s ORDER BY r.sequence LIMIT %(limit)s"
+)
+
+#: The claimed row a previous activation left, with its attempts.
+STALE_CLAIM = (
+    "SELECT c.message_id, m.attempt_count, m.max_attempts FROM {t_claimed} c "
+    "JOIN {t_messages} m ON m.id = c.message_id WHERE c.instance_id = %(instance_id)s"
+)
+
+#: Put a claimed message back to ready, due after a delay (then :data:`DELETE_CLAIM`).
+REQUEUE = (
+    "INSERT INTO {t_ready} (message_id, instance_id, sequence, available_at, created_at) "
+    "SELECT id, instance_id, sequence, {later:delay}, {now} FROM {t_messages} "
+    "WHERE id = %(message_id)s"
+)
+
+#: Delete a claimed row.
+DELETE_CLAIM = (
+    "DELETE FROM {t_claimed} WHERE instance_id = %(instance_id)s AND message_id = %(message_id)s"
+)
+
+#: Set a message's attempt count.
+SET_ATTEMPTS = "UPDATE {t_messages} SET attempt_count = %(attempts)s WHERE id = %(message_id)s"
+
+#: Take back one counted attempt.
+UNCOUNT_ATTEMPT = (
+    "UPDATE {t_messages} SET attempt_count = attempt_count - 1 "
+    "WHERE id = %(message_id)s AND attempt_count > 0"
+)
+
+
+def _claim_params(lease: LeaseRow, **more: Any) -> dict[str, Any]:
+    return {
+        "instance_id": lease.instance_id,
+        "owner_id": lease.owner_id,
+        "token": lease.token,
+        "generation": lease.generation,
+        **more,
+    }
+
+
+def claim_next(dialect: Dialect, cursor: Any, lease: LeaseRow) -> MessageRow | None:
+    """MySQL, SQLite: read the head, then move it, count the attempt and read it back."""
+    cursor.execute(render(dialect, HEAD), {"instance_id": lease.instance_id})
+    row = cursor.fetchone()
+    if row is None or not int(row[1]):
+        return None
+    params = _claim_params(lease, message_id=int(row[0]))
+    cursor.execute(render(dialect, UNREADY), params)
+    cursor.execute(render(dialect, INSERT_CLAIM), params)
+    cursor.execute(render(dialect, COUNT_ATTEMPT), params)
+    cursor.execute(render(dialect, CLAIMED_MESSAGE), params)
+    return message_from_row(cursor.fetchone())
+
+
+def claim_next_postgresql(dialect: Dialect, cursor: Any, lease: LeaseRow) -> MessageRow | None:
+    cursor.execute(render(dialect, CLAIM_NEXT_POSTGRESQL), _claim_params(lease))
+    row = cursor.fetchone()
+    return None if row is None else message_from_row(row)
+
+
+def acquire_and_claim_postgresql(
+    dialect: Dialect,
+    cursor: Any,
+    instance_ids: Sequence[int],
+    *,
+    owner_id: str,
+    token: str,
+    lease_seconds: float,
+    cached: dict[int, int] | None = None,
+) -> tuple[LeaseRow, MessageRow | None, bool] | None:
+    if not instance_ids:
+        return None
+    state, state_params = state_unless_cached(dialect, "i", cached, instance_ids)
+    order, params = candidates_postgresql(instance_ids)
+    cursor.execute(
+        render(
+            dialect,
+            ACQUIRE_AND_CLAIM_POSTGRESQL,
+            state=state,
+            order=order,
+            lock="FOR UPDATE SKIP LOCKED",
+        ),
+        {
+            "owner_id": owner_id,
+            "token": token,
+            "lease": dialect.interval(lease_seconds),
+            **params,
+            **state_params,
+        },
+    )
+    row = cursor.fetchone()
+    if row is None:
+        return None
+    lease = lease_from_row(row[:8], owner_id, token)
+    message = None if row[8] is None else message_from_row(row[8:17])
+    return lease, message, bool(row[17])
+
+
+def prefetch(
+    dialect: Dialect, cursor: Any, instance_id: int, after_sequence: int, limit: int
+) -> list[MessageRow]:
+    """Strict order: the read stops at the first message that is not due yet."""
+    if limit <= 0:
+        return []
+    cursor.execute(
+        render(dialect, PREFETCH),
+        {"instance_id": instance_id, "after": after_sequence, "limit": limit},
+    )
+    rows: list[MessageRow] = []
+    for row in cursor.fetchall():
+        if not row[-1]:
+            break
+        rows.append(message_from_row(row))
+    return rows
+
+
+def stale_claim(dialect: Dialect, cursor: Any, instance_id: int) -> tuple[int, int, int] | None:
+    cursor.execute(render(dialect, STALE_CLAIM), {"instance_id": instance_id})
+    row = cursor.fetchone()
+    return None if row is None else (int(row[0]), int(row[1]), int(row[2]))
+
+
+def unclaim_to_ready(
+    dialect: Dialect, cursor: Any, instance_id: int, message_id: int, delay_seconds: float = 0.0
+) -> None:
+    params = {
+        "instance_id": instance_id,
+        "message_id": message_id,
+        "delay": dialect.interval(delay_seconds),
+    }
+    cursor.execute(render(dialect, REQUEUE), params)
+    cursor.execute(render(dialect, DELETE_CLAIM), params)
+
+
+def set_attempts(dialect: Dialect, cursor: Any, message_id: int, attempts: int) -> None:
+    cursor.execute(render(dialect, SET_ATTEMPTS), {"message_id": message_id, "attempts": attempts})
+
+
+def uncount_attempt(dialect: Dialect, cursor: Any, message_id: int) -> None:
+    cursor.execute(render(dialect, UNCOUNT_ATTEMPT), {"message_id": message_id})

@@ -1,0 +1,698 @@
+"""The fenced commit, statement by statement, and the rows a turn staged that it writes.
+
+The *fence* is one ``UPDATE`` of the instance row that checks owner, token, generation and
+the unexpired lease (on the database clock) while taking the row lock, and writes the state
+and the lease's new expiry (or releases it). The claimed row must still be ours. Then the
+group's results and rejections are written, the last failure recorded (retry after a
+backoff, or dead letter), and what the turns staged inserted. On PostgreSQL a group that
+staged nothing commits in ONE autocommit statement (:func:`commit_group_postgresql`): every
+part joins the fence ``f``, so if it fails nothing at all is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+from .claims import MOVE_HEAD_CTE_POSTGRESQL, count_attempt_postgresql, unclaim_to_ready
+from .dialect import Dialect
+from .leases import fence_params
+from .notify import CHANNEL
+from .rows import Completion, JoinedWrite, LeaseRow, MessageRow, StagedEffectRow, message_from_row
+from .sql import in_list, render
+
+# -- the fence ----------------------------------------------------------------------------
+
+#: Check the lease and write what the group changed (``{sets}``: :data:`FENCE_SETS`).
+FENCE = (
+    "UPDATE {t_instances} SET {sets} WHERE id = %(instance_id)s "
+    "AND activation_owner_id = %(owner_id)s AND activation_token = %(token)s "
+    "AND activation_generation = %(generation)s AND activation_expires_at > {now}"
+)
+
+#: What the fence writes: the use times, the state (:data:`STATE_SETS`, or nothing) and the
+#: lease (:data:`RENEW_SETS`, :data:`RELEASE_SETS`, PostgreSQL's :data:`KEEP_SETS_POSTGRESQL`).
+FENCE_SETS = "last_used_at = {now}, updated_at = {now}{state_sets}{lease_sets}"
+
+#: The state a group left.
+STATE_SETS = (
+    ", state = %(state)s{json_cast}, state_version = %(state_version)s, "
+    "state_revision = %(state_revision)s"
+)
+
+#: The lease kept: its expiry pushed out.
+RENEW_SETS = ", activation_expires_at = {later:lease}"
+
+#: The lease released.
+RELEASE_SETS = ", activation_owner_id = NULL, activation_token = NULL, activation_expires_at = NULL"
+
+#: MySQL, SQLite: the claimed row, deleted only while it is the lease's.
+UNCLAIM_FENCED = (
+    "DELETE FROM {t_claimed} WHERE instance_id = %(instance_id)s "
+    "AND message_id = %(claimed_message_id)s AND activation_token = %(token)s"
+)
+
+#: PostgreSQL: the fence alone (a group whose claimed turn failed).
+FENCE_POSTGRESQL = "WITH f AS (" + FENCE + " RETURNING id) SELECT COUNT(*), 1 FROM f"
+
+#: PostgreSQL: the fence and the claimed row's deletion in one statement.
+FENCE_AND_UNCLAIM_POSTGRESQL = (
+    "WITH f AS (" + FENCE + " RETURNING id), u AS (DELETE FROM {t_claimed} c USING f "
+    "WHERE c.instance_id = f.id AND c.message_id = %(claimed_message_id)s "
+    "AND c.activation_token = %(token)s RETURNING c.message_id) "
+    "SELECT (SELECT COUNT(*) FROM f), (SELECT COUNT(*) FROM u)"
+)
+
+# -- results, failures, dead letters --------------------------------------------------------
+
+#: The results, rejections and attempts of a group's finished turns (``{result}``,
+#: ``{rejection}``, ``{rejected_at}``, ``{attempts}``: ``CASE`` per message, or the column).
+COMPLETE = (
+    "UPDATE {t_messages} SET result = {result}, rejection = {rejection}, "
+    "rejected_at = {rejected_at}, attempt_count = {attempts}, "
+    "started_at = COALESCE(started_at, {now}), completed_at = {now}, updated_at = {now} "
+    "WHERE id IN ({ids})"
+)
+
+#: The ready rows of the group's followers (turns run without their own claim).
+UNREADY_FOLLOWERS = "DELETE FROM {t_ready} WHERE message_id IN ({ids})"
+
+#: A failed attempt's error (``{attempts}``: counted here for a follower, by its claim
+#: otherwise).
+STORE_ERROR = (
+    "UPDATE {t_messages} SET error = %(error)s{json_cast}, attempt_count = {attempts}, "
+    "last_failed_at = {now}, started_at = COALESCE(started_at, {now}), updated_at = {now} "
+    "WHERE id = %(message_id)s"
+)
+
+#: A follower's retry: its ready row due after the backoff.
+DELAY_READY = "UPDATE {t_ready} SET available_at = {later:delay} WHERE message_id = %(message_id)s"
+
+#: The dead letter of a message, copied from its history row.
+INSERT_DEAD_LETTER = (
+    "INSERT INTO {t_dead} (message_id, instance_id, actor_type, actor_id, operation, "
+    "arguments, attempts, exception_class, exception_message, backtrace, first_failed_at, "
+    "last_failed_at, created_at, updated_at) SELECT id, instance_id, actor_type, actor_id, "
+    "operation, arguments, CASE WHEN attempt_count < 1 THEN 1 ELSE attempt_count END, "
+    "%(exception_class)s, %(exception_message)s, %(backtrace)s{json_cast}, "
+    "COALESCE(started_at, {now}), {now}, {now}, {now} FROM {t_messages} "
+    "WHERE id = %(message_id)s"
+)
+
+#: PostgreSQL: the id of the dead letter just inserted.
+DEAD_LETTER_ID_POSTGRESQL = "SELECT id FROM {t_dead} WHERE message_id = %(message_id)s"
+
+#: The dead message leaves the mailbox: its claimed row, or its ready row.
+DELETE_CLAIMED_MESSAGE = "DELETE FROM {t_claimed} WHERE message_id = %(message_id)s"
+DELETE_READY_MESSAGE = "DELETE FROM {t_ready} WHERE message_id = %(message_id)s"
+
+#: Fairness: the actor's ready head goes to the back of the poll order.
+YIELD_HEAD = (
+    "UPDATE {t_ready} SET available_at = {now} WHERE instance_id = %(instance_id)s "
+    "AND available_at < {now}"
+)
+
+# -- PostgreSQL: the whole group in one statement -------------------------------------------
+
+#: Keep the lease only if a due message follows the group (the condition the claim of the
+#: next turn uses); otherwise the statement releases it.
+KEEP_CONDITION_POSTGRESQL = (
+    "EXISTS (SELECT 1 FROM (SELECT k.available_at FROM {t_ready} k "
+    "WHERE k.instance_id = %(instance_id)s AND k.message_id <> ALL(%(followers)s) "
+    "ORDER BY k.sequence LIMIT 1) AS kk WHERE kk.available_at <= {now})"
+)
+
+#: The lease kept (and renewed) or released by that condition.
+KEEP_SETS_POSTGRESQL = (
+    ", activation_owner_id = CASE WHEN "
+    + KEEP_CONDITION_POSTGRESQL
+    + " THEN activation_owner_id END, activation_token = CASE WHEN "
+    + KEEP_CONDITION_POSTGRESQL
+    + " THEN activation_token END, "
+    "activation_expires_at = CASE WHEN " + KEEP_CONDITION_POSTGRESQL + " THEN {later:lease} END"
+)
+
+#: The fence of a group (``f``): the lease, and the claimed row still the lease's.
+GROUP_FENCE_CTE_POSTGRESQL = (
+    "f AS (" + FENCE + " AND EXISTS (SELECT 1 FROM {t_claimed} "
+    "WHERE instance_id = %(instance_id)s AND message_id = %(claimed_message_id)s "
+    "AND activation_token = %(token)s) RETURNING id)"
+)
+
+#: The finished turns (``d``), from ``{rows}`` of :func:`_completion_rows`.
+GROUP_DONE_CTE_POSTGRESQL = (
+    "d AS (UPDATE {t_messages} m SET result = v.result::jsonb, "
+    "rejection = v.rejection::jsonb, "
+    "rejected_at = CASE WHEN v.rejection IS NULL THEN m.rejected_at ELSE {now} END, "
+    "attempt_count = m.attempt_count + v.bump, started_at = COALESCE(m.started_at, {now}), "
+    "completed_at = {now}, updated_at = {now} "
+    "FROM (VALUES {rows}) AS v(id, result, rejection, bump), f WHERE m.id = v.id "
+    "RETURNING m.id)"
+)
+
+#: The followers' ready rows (``r``).
+GROUP_UNREADY_CTE_POSTGRESQL = (
+    "r AS (DELETE FROM {t_ready} r USING f WHERE r.message_id = ANY(%(followers)s) "
+    "RETURNING r.message_id)"
+)
+
+#: The parts every group commit has, then ``{joined}`` (another app's joined write, or
+#: nothing).
+GROUP_PARTS_POSTGRESQL = (
+    "WITH "
+    + GROUP_FENCE_CTE_POSTGRESQL
+    + ", "
+    + GROUP_DONE_CTE_POSTGRESQL
+    + ", "
+    + GROUP_UNREADY_CTE_POSTGRESQL
+    + "{joined}"
+)
+
+#: Due work left after the group (the statement's snapshot still shows the followers'
+#: ready rows: they are excluded by id).
+DUE_LEFT_POSTGRESQL = (
+    "FROM {t_ready} k, f WHERE k.instance_id = f.id AND k.message_id <> ALL(%(followers)s) "
+    "AND k.available_at <= {now} LIMIT 1"
+)
+
+#: Whether due work is left (``{left}`` of :data:`COMMIT_GROUP_POSTGRESQL`).
+DUE_LEFT_UNHINTED_POSTGRESQL = "EXISTS (SELECT 1 " + DUE_LEFT_POSTGRESQL + ")"
+
+#: Hint workers and waiting callers if due work is left (``NOTIFY`` on commit); FALSE.
+DUE_LEFT_HINTED_POSTGRESQL = (
+    "(SELECT COUNT(*) FROM (SELECT pg_notify(%(channel)s, 'work'), "
+    "pg_notify(%(channel)s, 'result') " + DUE_LEFT_POSTGRESQL + ") AS hint) < 0"
+)
+
+#: The group's commit that releases the lease: the claimed row deleted; ``{left}`` says
+#: whether due work is left without a hint sent.
+COMMIT_GROUP_POSTGRESQL = (
+    GROUP_PARTS_POSTGRESQL + ", u AS (DELETE FROM {t_claimed} c USING f "
+    "WHERE c.instance_id = f.id AND c.message_id = %(claimed_message_id)s "
+    "RETURNING c.message_id) SELECT (SELECT COUNT(*) FROM f), (SELECT COUNT(*) FROM u), "
+    "(SELECT COUNT(*) FROM d), (SELECT COUNT(*) FROM r), {left}, {joined_column}"
+)
+
+#: The group's commit that claims the next turn: the claim of ``claims.py`` behind the
+#: fence, the claimed row moved in place to the next message (``cu``; updating it keeps
+#: the one-claim-per-actor unique index out of the way) or deleted when none is due (``cd``).
+COMMIT_GROUP_AND_CLAIM_POSTGRESQL = (
+    GROUP_PARTS_POSTGRESQL + ", "
+    "head AS (SELECT h.id, h.message_id, h.available_at FROM {t_ready} h, f "
+    "WHERE h.instance_id = f.id AND h.message_id <> ALL(%(followers)s) "
+    "ORDER BY h.sequence LIMIT 1), " + MOVE_HEAD_CTE_POSTGRESQL + ", "
+    "cu AS (UPDATE {t_claimed} c SET message_id = moved.message_id, claimed_at = {now} "
+    "FROM moved, f WHERE c.instance_id = f.id AND c.message_id = %(claimed_message_id)s "
+    "RETURNING c.message_id), "
+    "cd AS (DELETE FROM {t_claimed} c USING f WHERE c.instance_id = f.id "
+    "AND c.message_id = %(claimed_message_id)s AND NOT EXISTS (SELECT 1 FROM moved) "
+    "RETURNING c.message_id), "
+    "nxt AS (" + count_attempt_postgresql("moved") + ") "
+    "SELECT (SELECT COUNT(*) FROM f), (SELECT COUNT(*) FROM cu) + (SELECT COUNT(*) FROM cd), "
+    "(SELECT COUNT(*) FROM d), (SELECT COUNT(*) FROM r), {joined_column}, nxt.* "
+    "FROM (SELECT 1) AS one LEFT JOIN nxt ON TRUE"
+)
+
+#: The positions another app's joined write (``j``) returned.
+JOINED_POSITIONS_POSTGRESQL = "ARRAY(SELECT position FROM j)"
+
+# -- what a turn staged ---------------------------------------------------------------------
+
+#: One ``pending`` effect per staged effect (``{rows}``: :func:`_effect_rows`).
+INSERT_EFFECTS = (
+    "INSERT INTO {t_effects} (message_id, instance_id, effect_id, name, arguments, "
+    "success_operation, failure_operation, status, attempt_count, max_attempts, "
+    "available_at, created_at, updated_at) VALUES {rows}"
+)
+
+#: A named reminder cancelled.
+CANCEL_REMINDER = (
+    "DELETE FROM {t_reminders} WHERE instance_id = %(instance_id)s AND name = %(name)s"
+)
+
+#: A named reminder moved (``{next_run_at}``: a parameter, or ``{later:delay}``).
+MOVE_REMINDER = (
+    "UPDATE {t_reminders} SET operation = %(operation)s, arguments = %(arguments)s{json_cast}, "
+    "next_run_at = {next_run_at}, interval_seconds = %(interval)s, "
+    "missed_policy = %(missed_policy)s, status = 'scheduled', claimed_by = NULL, "
+    "claimed_at = NULL, updated_at = {now} WHERE instance_id = %(instance_id)s "
+    "AND name = %(name)s"
+)
+
+#: A named reminder created (when :data:`MOVE_REMINDER` found none).
+INSERT_REMINDER = (
+    "INSERT INTO {t_reminders} (instance_id, actor_type, actor_id, name, operation, "
+    "arguments, next_run_at, interval_seconds, occurrence, missed_policy, status, "
+    "created_at, updated_at) VALUES (%(instance_id)s, %(actor_type)s, %(actor_id)s, "
+    "%(name)s, %(operation)s, %(arguments)s{json_cast}, {next_run_at}, %(interval)s, 0, "
+    "%(missed_policy)s, 'scheduled', {now}, {now})"
+)
+
+#: One ``pending`` broadcast per observable a turn changed (``{rows}``).
+INSERT_BROADCASTS = (
+    "INSERT INTO {t_broadcasts} (message_id, instance_id, broadcast_id, observable_name, "
+    "value, state_version, activation_generation, status, attempt_count, available_at, "
+    "created_at, updated_at) VALUES {rows}"
+)
+
+
+def _sets(
+    dialect: Dialect,
+    *,
+    state: str | None,
+    state_version: int,
+    state_revision: int,
+    lease_sets: str,
+    lease_seconds: float,
+) -> tuple[str, dict[str, Any]]:
+    """The ``{sets}`` fragment of the fence and its parameters."""
+    params: dict[str, Any] = {"lease": dialect.interval(lease_seconds)}
+    state_sets = ""
+    if state is not None:
+        state_sets = render(dialect, STATE_SETS)
+        params.update(state=state, state_version=state_version, state_revision=state_revision)
+    sets = render(
+        dialect, FENCE_SETS, state_sets=state_sets, lease_sets=render(dialect, lease_sets)
+    )
+    return sets, params
+
+
+def fence(
+    dialect: Dialect,
+    cursor: Any,
+    lease: LeaseRow,
+    *,
+    claimed_message_id: int | None,
+    state: str | None,
+    state_version: int,
+    state_revision: int,
+    release: bool,
+    lease_seconds: float,
+) -> bool:
+    """MySQL, SQLite: the fence, then the claimed row's deletion."""
+    sets, params = _sets(
+        dialect,
+        state=state,
+        state_version=state_version,
+        state_revision=state_revision,
+        lease_sets=RELEASE_SETS if release else RENEW_SETS,
+        lease_seconds=lease_seconds,
+    )
+    params.update(fence_params(lease), claimed_message_id=claimed_message_id)
+    cursor.execute(render(dialect, FENCE, sets=sets), params)
+    if cursor.rowcount != 1:
+        return False
+    if claimed_message_id is None:
+        return True
+    cursor.execute(render(dialect, UNCLAIM_FENCED), params)
+    return bool(cursor.rowcount == 1)
+
+
+def fence_postgresql(
+    dialect: Dialect,
+    cursor: Any,
+    lease: LeaseRow,
+    *,
+    claimed_message_id: int | None,
+    state: str | None,
+    state_version: int,
+    state_revision: int,
+    release: bool,
+    lease_seconds: float,
+) -> bool:
+    """The fence and the claimed row's deletion in one statement."""
+    sets, params = _sets(
+        dialect,
+        state=state,
+        state_version=state_version,
+        state_revision=state_revision,
+        lease_sets=RELEASE_SETS if release else RENEW_SETS,
+        lease_seconds=lease_seconds,
+    )
+    params.update(fence_params(lease), claimed_message_id=claimed_message_id)
+    template = FENCE_POSTGRESQL if claimed_message_id is None else FENCE_AND_UNCLAIM_POSTGRESQL
+    cursor.execute(render(dialect, template, sets=sets), params)
+    fenced, unclaimed = cursor.fetchone()
+    return bool(fenced == 1 and unclaimed == 1)
+
+
+def _case(
+    dialect: Dialect, column: str, pairs: Sequence[tuple[int, str | None]]
+) -> tuple[str, dict[str, Any]]:
+    """``CASE id WHEN ... THEN <json> ... ELSE column END`` for some messages, or the column."""
+    if not pairs:
+        return column, {}
+    params: dict[str, Any] = {}
+    whens = []
+    for index, (message_id, value) in enumerate(pairs):
+        whens.append(f"WHEN %({column}_id_{index})s THEN %({column}_{index})s{dialect.json_cast}")
+        params[f"{column}_id_{index}"] = message_id
+        params[f"{column}_{index}"] = value
+    return f"CASE id {' '.join(whens)} ELSE {column} END", params
+
+
+def complete(dialect: Dialect, cursor: Any, completions: Sequence[Completion]) -> None:
+    """One ``UPDATE`` of the finished turns; the followers' ready rows deleted."""
+    if not completions:
+        return
+    ids, params = in_list("id", [c.message_id for c in completions])
+    result, result_params = _case(
+        dialect, "result", [(c.message_id, c.result) for c in completions if c.result]
+    )
+    rejected = [(c.message_id, c.rejection) for c in completions if c.rejection]
+    rejection, rejection_params = _case(dialect, "rejection", rejected)
+    rejected_at = "rejected_at"
+    if rejected:
+        marks = ", ".join(f"%(rejection_id_{index})s" for index in range(len(rejected)))
+        rejected_at = f"CASE WHEN id IN ({marks}) THEN {dialect.now} ELSE rejected_at END"
+    unclaimed, unclaimed_params = in_list(
+        "unclaimed", [c.message_id for c in completions if not c.claimed]
+    )
+    attempts = "attempt_count"
+    if unclaimed_params:
+        attempts = f"CASE WHEN id IN ({unclaimed}) THEN attempt_count + 1 ELSE attempt_count END"
+    cursor.execute(
+        render(
+            dialect,
+            COMPLETE,
+            result=result,
+            rejection=rejection,
+            rejected_at=rejected_at,
+            attempts=attempts,
+            ids=ids,
+        ),
+        {**params, **result_params, **rejection_params, **unclaimed_params},
+    )
+    if unclaimed_params:
+        cursor.execute(render(dialect, UNREADY_FOLLOWERS, ids=unclaimed), unclaimed_params)
+
+
+def _store_error(dialect: Dialect, cursor: Any, message_id: int, claimed: bool, error: str) -> None:
+    """The error on the history row; the attempt of an unclaimed (grouped) turn counts."""
+    attempts = "attempt_count" if claimed else "attempt_count + 1"
+    cursor.execute(
+        render(dialect, STORE_ERROR, attempts=attempts),
+        {"error": error, "message_id": message_id},
+    )
+
+
+def record_failure(
+    dialect: Dialect,
+    cursor: Any,
+    *,
+    instance_id: int,
+    message_id: int,
+    claimed: bool,
+    error: str,
+    retry_seconds: float,
+) -> None:
+    _store_error(dialect, cursor, message_id, claimed, error)
+    if claimed:
+        unclaim_to_ready(dialect, cursor, instance_id, message_id, retry_seconds)
+        return
+    cursor.execute(
+        render(dialect, DELAY_READY),
+        {"message_id": message_id, "delay": dialect.interval(retry_seconds)},
+    )
+
+
+def _dead_letter(
+    dialect: Dialect,
+    cursor: Any,
+    *,
+    message_id: int,
+    claimed: bool,
+    error: str,
+    exception_class: str,
+    exception_message: str,
+    backtrace: str,
+) -> dict[str, Any]:
+    _store_error(dialect, cursor, message_id, claimed, error)
+    params = {
+        "message_id": message_id,
+        "exception_class": exception_class,
+        "exception_message": exception_message,
+        "backtrace": backtrace,
+    }
+    cursor.execute(render(dialect, INSERT_DEAD_LETTER), params)
+    return params
+
+
+def _out_of_the_mailbox(dialect: Dialect, cursor: Any, message_id: int, claimed: bool) -> None:
+    template = DELETE_CLAIMED_MESSAGE if claimed else DELETE_READY_MESSAGE
+    cursor.execute(render(dialect, template), {"message_id": message_id})
+
+
+def dead_letter(
+    dialect: Dialect,
+    cursor: Any,
+    *,
+    instance_id: int,
+    message_id: int,
+    claimed: bool,
+    error: str,
+    exception_class: str,
+    exception_message: str,
+    backtrace: str,
+) -> int:
+    """MySQL, SQLite: the dead letter's id is the insert's ``lastrowid``."""
+    _dead_letter(
+        dialect,
+        cursor,
+        message_id=message_id,
+        claimed=claimed,
+        error=error,
+        exception_class=exception_class,
+        exception_message=exception_message,
+        backtrace=backtrace,
+    )
+    dead_id = int(cursor.lastrowid)
+    _out_of_the_mailbox(dialect, cursor, message_id, claimed)
+    return dead_id
+
+
+def dead_letter_postgresql(
+    dialect: Dialect,
+    cursor: Any,
+    *,
+    instance_id: int,
+    message_id: int,
+    claimed: bool,
+    error: str,
+    exception_class: str,
+    exception_message: str,
+    backtrace: str,
+) -> int:
+    """PostgreSQL: the dead letter's id read back by its message."""
+    params = _dead_letter(
+        dialect,
+        cursor,
+        message_id=message_id,
+        claimed=claimed,
+        error=error,
+        exception_class=exception_class,
+        exception_message=exception_message,
+        backtrace=backtrace,
+    )
+    cursor.execute(render(dialect, DEAD_LETTER_ID_POSTGRESQL), params)
+    dead_id = int(cursor.fetchone()[0])
+    _out_of_the_mailbox(dialect, cursor, message_id, claimed)
+    return dead_id
+
+
+def yield_head(dialect: Dialect, cursor: Any, instance_id: int) -> None:
+    cursor.execute(render(dialect, YIELD_HEAD), {"instance_id": instance_id})
+
+
+def _completion_rows(completions: Sequence[Completion]) -> tuple[str, dict[str, Any]]:
+    """The ``VALUES`` rows of :data:`GROUP_DONE_CTE_POSTGRESQL`."""
+    rows = []
+    params: dict[str, Any] = {}
+    for index, completion in enumerate(completions):
+        rows.append(
+            f"(%(done_id_{index})s::bigint, %(done_result_{index})s::text, "
+            f"%(done_rejection_{index})s::text, %(done_bump_{index})s::int)"
+        )
+        params[f"done_id_{index}"] = completion.message_id
+        params[f"done_result_{index}"] = completion.result
+        params[f"done_rejection_{index}"] = completion.rejection
+        params[f"done_bump_{index}"] = 0 if completion.claimed else 1
+    return ", ".join(rows), params
+
+
+def commit_group_postgresql(
+    dialect: Dialect,
+    cursor: Any,
+    lease: LeaseRow,
+    *,
+    claimed_message_id: int,
+    state: str | None,
+    state_version: int,
+    state_revision: int,
+    release: bool,
+    lease_seconds: float,
+    completions: Sequence[Completion],
+    claim_next: bool,
+    hand_off: bool = False,
+    notify: bool = False,
+    joined: JoinedWrite | None = None,
+) -> tuple[bool, MessageRow | None, bool]:
+    """The whole fenced commit of a group, and the claim of the next turn, in ONE
+    statement run in autocommit: one round trip and one commit per group.
+
+    ``hand_off`` (a sync caller releasing the lease at its own message): if a due message
+    follows the group, ``NOTIFY`` work and result hints in the same statement when
+    ``notify``, so they go out exactly when it commits; the third value returned says
+    whether such work is left without a hint sent (the caller publishes it otherwise).
+
+    ``joined`` (journal entries the group recorded): its INSERT becomes one more part of
+    the statement, joined on ``f`` like every other part, and learns the positions it
+    returned once the statement committed.
+    """
+    lease_sets = RELEASE_SETS if release else RENEW_SETS
+    if claim_next:  # the lease is kept only if a due message follows the group
+        lease_sets = KEEP_SETS_POSTGRESQL
+    sets, params = _sets(
+        dialect,
+        state=state,
+        state_version=state_version,
+        state_revision=state_revision,
+        lease_sets=lease_sets,
+        lease_seconds=lease_seconds,
+    )
+    rows, row_params = _completion_rows(completions)
+    params.update(row_params)
+    params.update(
+        fence_params(lease),
+        claimed_message_id=claimed_message_id,
+        followers=[c.message_id for c in completions if not c.claimed],
+        channel=CHANNEL,
+    )
+    fragments = {"sets": sets, "rows": rows, "joined": "", "joined_column": "NULL"}
+    if joined is not None:
+        statement, joined_params = joined.statement("f")
+        fragments.update(joined=f", j AS ({statement})", joined_column=JOINED_POSITIONS_POSTGRESQL)
+        params.update(joined_params)
+    if not claim_next:
+        left = "FALSE"
+        if hand_off:
+            left = render(
+                dialect, DUE_LEFT_HINTED_POSTGRESQL if notify else DUE_LEFT_UNHINTED_POSTGRESQL
+            )
+        cursor.execute(render(dialect, COMMIT_GROUP_POSTGRESQL, left=left, **fragments), params)
+        fenced, unclaimed, _done, _dropped, left_over, positions = cursor.fetchone()
+        if joined is not None and fenced == 1:
+            joined.returned(positions or [])
+        return bool(fenced == 1 and unclaimed == 1), None, bool(left_over)
+    cursor.execute(render(dialect, COMMIT_GROUP_AND_CLAIM_POSTGRESQL, **fragments), params)
+    row = cursor.fetchone()
+    fenced, unclaimed = row[0], row[1]
+    if joined is not None and fenced == 1:
+        joined.returned(row[4] or [])
+    if not (fenced == 1 and unclaimed == 1):
+        return False, None, False
+    next_message = None if row[5] is None else message_from_row(row[5:])
+    return True, next_message, False
+
+
+def insert_effects(
+    dialect: Dialect,
+    cursor: Any,
+    *,
+    instance_id: int,
+    message_id: int,
+    effects: Sequence[StagedEffectRow],
+    max_attempts: int | Callable[[str], int],
+) -> None:
+    rows = []
+    params: dict[str, Any] = {"message_id": message_id, "instance_id": instance_id}
+    for index, effect in enumerate(effects):
+        rows.append(
+            f"(%(message_id)s, %(instance_id)s, %(effect_id_{index})s, %(name_{index})s, "
+            f"%(arguments_{index})s{dialect.json_cast}, %(success_{index})s, "
+            f"%(failure_{index})s, 'pending', 0, %(max_attempts_{index})s, {dialect.now}, "
+            f"{dialect.now}, {dialect.now})"
+        )
+        params[f"effect_id_{index}"] = effect.effect_id
+        params[f"name_{index}"] = effect.name
+        params[f"arguments_{index}"] = effect.arguments
+        params[f"success_{index}"] = effect.success_operation
+        params[f"failure_{index}"] = effect.failure_operation
+        params[f"max_attempts_{index}"] = (
+            max_attempts(effect.name) if callable(max_attempts) else max_attempts
+        )
+    cursor.execute(render(dialect, INSERT_EFFECTS, rows=", ".join(rows)), params)
+
+
+def cancel_reminder(dialect: Dialect, cursor: Any, instance_id: int, name: str) -> None:
+    cursor.execute(render(dialect, CANCEL_REMINDER), {"instance_id": instance_id, "name": name})
+
+
+def upsert_reminder(
+    dialect: Dialect,
+    cursor: Any,
+    lease: LeaseRow,
+    *,
+    name: str,
+    operation: str,
+    arguments: str,
+    at: datetime | None,
+    delay: float,
+    interval: Any,
+    missed_policy: str,
+) -> bool:
+    """Move the named reminder, or create it; ``True`` when an existing one was moved."""
+    params: dict[str, Any] = {
+        "instance_id": lease.instance_id,
+        "actor_type": lease.actor_type,
+        "actor_id": lease.actor_id,
+        "name": name,
+        "operation": operation,
+        "arguments": arguments,
+        "interval": None
+        if interval is None
+        else dialect.ops.adapt_decimalfield_value(interval, 20, 6),
+        "missed_policy": missed_policy,
+    }
+    if at is not None:
+        next_run_at = "%(at)s"
+        params["at"] = dialect.adapt_datetime(at)
+    else:
+        next_run_at = format(dialect.later, "delay")
+        params["delay"] = dialect.interval(delay)
+    cursor.execute(render(dialect, MOVE_REMINDER, next_run_at=next_run_at), params)
+    if cursor.rowcount:
+        return True
+    cursor.execute(render(dialect, INSERT_REMINDER, next_run_at=next_run_at), params)
+    return False
+
+
+def insert_broadcasts(
+    dialect: Dialect,
+    cursor: Any,
+    lease: LeaseRow,
+    *,
+    message_id: int,
+    state_version: int,
+    rows: Sequence[tuple[str, str, str]],
+) -> None:
+    if not rows:
+        return
+    values = []
+    params: dict[str, Any] = {
+        "message_id": message_id,
+        "instance_id": lease.instance_id,
+        "state_version": state_version,
+        "generation": lease.generation,
+    }
+    for index, (broadcast_id, observable, value) in enumerate(rows):
+        values.append(
+            f"(%(message_id)s, %(instance_id)s, %(broadcast_id_{index})s, "
+            f"%(observable_{index})s, %(value_{index})s{dialect.json_cast}, %(state_version)s, "
+            f"%(generation)s, 'pending', 0, {dialect.now}, {dialect.now}, {dialect.now})"
+        )
+        params[f"broadcast_id_{index}"] = broadcast_id
+        params[f"observable_{index}"] = observable
+        params[f"value_{index}"] = value
+    cursor.execute(render(dialect, INSERT_BROADCASTS, rows=", ".join(values)), params)

@@ -1,0 +1,354 @@
+"""Finding work and leasing an actor, statement by statement.
+
+A worker scans for instances whose head (lowest-sequence ready message) is due, then
+leases one candidate: it locks the first free one in the candidates' order (oldest work
+first; rows another worker holds are skipped), and sets owner, a fresh token,
+``generation + 1`` and the expiry on the database clock. The lease is the fence every
+later statement of the activation checks. PostgreSQL and SQLite lease with one
+``UPDATE ... RETURNING``; MySQL finds the free candidates with a plain read and locks them
+one by one (InnoDB locks every row a sorted locking read examines). PostgreSQL can also
+lease and claim the first turn in one statement (``claims.acquire_and_claim_postgresql``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .dialect import Dialect
+from .rows import LeaseRow, lease_from_row
+from .sql import in_list, render
+from .work_filter import WorkFilter
+
+#: The head of ``r``'s actor is due (strict order: only a due head makes an actor runnable).
+HEAD_IS_DUE = (
+    "(SELECT h.available_at FROM {t_ready} h WHERE h.instance_id = r.instance_id "
+    "ORDER BY h.sequence LIMIT 1) <= {now}"
+)
+
+#: Instances with a due head, oldest work first, among those ``{work}`` takes (a
+#: non-locking scan; ``{join}`` joins the instance row ``i`` when ``{work}`` needs it).
+DUE_INSTANCES = (
+    "SELECT r.instance_id FROM {t_ready} r{join} WHERE r.available_at <= {now} "
+    "AND " + HEAD_IS_DUE + "{work} "
+    "ORDER BY r.available_at, r.instance_id, r.sequence LIMIT %(limit)s"
+)
+
+#: Whether an actor other than ``instance_id`` has a due head.
+OTHERS_DUE = (
+    "SELECT 1 FROM {t_ready} r{join} WHERE r.instance_id <> %(instance_id)s "
+    "AND r.available_at <= {now} AND " + HEAD_IS_DUE + "{work} LIMIT 1"
+)
+
+#: The join of the instance row a :class:`WorkFilter` condition reads.
+WORK_JOIN = " JOIN {t_instances} i ON i.id = r.instance_id"
+
+#: An instance nobody leases (or whose lease expired) and that is not paused.
+FREE = "paused_at IS NULL AND (activation_token IS NULL OR activation_expires_at <= {now})"
+
+#: MySQL: which candidates are free (a plain read; the first in order is then locked).
+FREE_CANDIDATES = "SELECT id FROM {t_instances} WHERE id IN ({ids}) AND " + FREE
+
+#: MySQL: lock one candidate if it is free (``{lock}``: skip it if another holds it, or wait).
+LOCK_CANDIDATE = "SELECT id FROM {t_instances} WHERE id = %(id)s AND " + FREE + "{lock}"
+
+#: MySQL: lock any one of the remaining candidates that is free.
+LOCK_ANY_CANDIDATE = (
+    "SELECT id FROM {t_instances} WHERE id IN ({ids}) AND " + FREE + " LIMIT 1{lock}"
+)
+
+#: The columns a lease is taken on (``instance_id ... generation``, then whether a
+#: claimed row is left).
+LEASE_SETS = (
+    "activation_owner_id = %(owner_id)s, activation_token = %(token)s, "
+    "activation_expires_at = {later:lease}, "
+    "activation_generation = activation_generation + 1, "
+    "activated_at = {now}, last_claimed_at = {now}, updated_at = {now}"
+)
+
+#: MySQL: take the lease of the locked instance.
+TAKE_LEASE = "UPDATE {t_instances} SET " + LEASE_SETS + " WHERE id = %(id)s"
+
+#: MySQL: read the lease just taken (``{state}``: the state unless the cached revision is
+#: current).
+READ_LEASE = (
+    "SELECT id, actor_type, actor_id, {state}, state_version, state_revision, "
+    "activation_generation, (SELECT COUNT(*) FROM {t_claimed} c WHERE c.instance_id = i.id) "
+    "FROM {t_instances} i WHERE id = %(id)s"
+)
+
+#: SQLite: lock (the database write lock) and lease the first free candidate in one
+#: statement, in the candidates' order (``{order}``).
+ACQUIRE_LEASE_SQLITE = (
+    "UPDATE {t_instances} SET " + LEASE_SETS + " WHERE id = (SELECT id FROM {t_instances} "
+    "WHERE id IN ({ids}) AND " + FREE + "{order} LIMIT 1) "
+    "RETURNING id, actor_type, actor_id, {state}, state_version, state_revision, "
+    "activation_generation, (SELECT COUNT(*) FROM {t_claimed} c "
+    "WHERE c.instance_id = {t_instances}.id)"
+)
+
+#: PostgreSQL: the first free candidate in the given order (not the lowest id), locked;
+#: LockRows sits above the sort, so only the row returned is locked.
+FIRST_FREE_CANDIDATE_POSTGRESQL = (
+    "SELECT id FROM {t_instances} WHERE id = ANY(%(ids)s) AND " + FREE + "{order} LIMIT 1 {lock}"
+)
+
+#: PostgreSQL: the candidates' order, oldest work first.
+CANDIDATE_ORDER_POSTGRESQL = " ORDER BY array_position(%(ids)s::bigint[], id)"
+
+#: PostgreSQL: lease the first free candidate in one statement.
+ACQUIRE_LEASE_POSTGRESQL = (
+    "UPDATE {t_instances} AS i SET " + LEASE_SETS + " "
+    "WHERE i.id = (" + FIRST_FREE_CANDIDATE_POSTGRESQL + ") "
+    "RETURNING i.id, i.actor_type, i.actor_id, {state}, i.state_version, i.state_revision, "
+    "i.activation_generation, EXISTS (SELECT 1 FROM {t_claimed} c WHERE c.instance_id = i.id)"
+)
+
+#: Lock the instance row while ``lease`` is still ours and unexpired.
+HOLD_LEASE = (
+    "SELECT id FROM {t_instances} WHERE id = %(instance_id)s "
+    "AND activation_owner_id = %(owner_id)s AND activation_token = %(token)s "
+    "AND activation_generation = %(generation)s AND activation_expires_at > {now}{for_update}"
+)
+
+#: Push the expiry of a live lease out.
+RENEW = (
+    "UPDATE {t_instances} SET activation_expires_at = {later:lease} "
+    "WHERE id = %(instance_id)s AND activation_token = %(token)s "
+    "AND activation_generation = %(generation)s AND activation_expires_at > {now}"
+)
+
+#: Give a lease up.
+RELEASE = (
+    "UPDATE {t_instances} SET activation_owner_id = NULL, activation_token = NULL, "
+    "activation_expires_at = NULL, updated_at = {now} WHERE id = %(instance_id)s "
+    "AND activation_token = %(token)s AND activation_generation = %(generation)s"
+)
+
+#: Whether an actor has a due ready message.
+HAS_DUE = (
+    "SELECT 1 FROM {t_ready} WHERE instance_id = %(instance_id)s AND available_at <= {now} LIMIT 1"
+)
+
+#: The stored state of an instance.
+LOAD_STATE = "SELECT state FROM {t_instances} WHERE id = %(instance_id)s"
+
+
+def _work(dialect: Dialect, work: WorkFilter | None) -> tuple[dict[str, str], dict[str, Any]]:
+    """The ``{join}`` and ``{work}`` fragments of a scan, and their parameters."""
+    if not work:
+        return {"join": "", "work": ""}, {}
+    condition, params = work.condition("i")
+    return {"join": render(dialect, WORK_JOIN), "work": f" AND {condition}"}, params
+
+
+def due_instances(
+    dialect: Dialect, cursor: Any, limit: int, work: WorkFilter | None = None
+) -> list[int]:
+    """Turns run strictly in order, so an actor can run only when its head is due. Due
+    messages behind a head that is not (a retry backing off, a message scheduled for
+    later) are left out: otherwise actors waiting for a retry would fill the candidate
+    window on every poll, cost a lease and a release each time, and starve actors that do
+    have work. The head is one probe of the ``(instance_id, sequence)`` index."""
+    fragments, params = _work(dialect, work)
+    cursor.execute(render(dialect, DUE_INSTANCES, **fragments), {**params, "limit": limit})
+    seen: dict[int, None] = {}
+    for (instance_id,) in cursor.fetchall():
+        seen.setdefault(int(instance_id), None)
+    return list(seen)
+
+
+def others_due(
+    dialect: Dialect, cursor: Any, instance_id: int, work: WorkFilter | None = None
+) -> bool:
+    fragments, params = _work(dialect, work)
+    cursor.execute(render(dialect, OTHERS_DUE, **fragments), {**params, "instance_id": instance_id})
+    return cursor.fetchone() is not None
+
+
+def state_unless_cached(
+    dialect: Dialect, alias: str, cached: dict[int, int] | None, instance_ids: Sequence[int]
+) -> tuple[str, dict[str, Any]]:
+    """The ``{state}`` fragment: the state column as text, ``NULL`` where the revision
+    this process caches is still current (so a warm actor's state is not transferred)."""
+    state = f"{alias}.state{dialect.as_text}"
+    pairs = [(i, cached[i]) for i in instance_ids if cached and i in cached]
+    if not pairs:
+        return state, {}
+    params: dict[str, Any] = {}
+    whens = []
+    for index, (instance_id, revision) in enumerate(pairs):
+        whens.append(f"WHEN %(cached_id_{index})s THEN %(cached_revision_{index})s")
+        params[f"cached_id_{index}"] = instance_id
+        params[f"cached_revision_{index}"] = revision
+    return (
+        f"CASE WHEN {alias}.state_revision = CASE {alias}.id {' '.join(whens)} ELSE -1 END "
+        f"THEN NULL ELSE {state} END",
+        params,
+    )
+
+
+def _lease_params(
+    dialect: Dialect, owner_id: str, token: str, lease_seconds: float
+) -> dict[str, Any]:
+    return {"owner_id": owner_id, "token": token, "lease": dialect.interval(lease_seconds)}
+
+
+def acquire_lease_mysql(
+    dialect: Dialect,
+    cursor: Any,
+    instance_ids: Sequence[int],
+    *,
+    owner_id: str,
+    token: str,
+    lease_seconds: float,
+    cached: dict[int, int] | None = None,
+    wait: bool = False,
+) -> LeaseRow | None:
+    """Candidates come oldest work first; the lease must go to the first free one, or the
+    lowest instance id would win every time and a hot actor would starve the others
+    despite yielding. InnoDB locks every row a sorted locking read examines, so find the
+    free ones with a plain read, then lock the first in order."""
+    if not instance_ids:
+        return None
+    lock = dialect.for_update if wait else dialect.skip_locked
+    candidates = list(instance_ids)
+    if len(candidates) > 1:
+        ids, params = in_list("id", candidates)
+        cursor.execute(render(dialect, FREE_CANDIDATES, ids=ids), params)
+        found = {int(row[0]) for row in cursor.fetchall()}
+        candidates = [i for i in candidates if i in found]
+    row = None
+    for candidate in candidates[:4]:  # another worker may lock the first meanwhile
+        cursor.execute(render(dialect, LOCK_CANDIDATE, lock=lock), {"id": candidate})
+        row = cursor.fetchone()
+        if row is not None:
+            break
+    if row is None and len(candidates) > 4:
+        ids, params = in_list("id", candidates[4:])
+        cursor.execute(render(dialect, LOCK_ANY_CANDIDATE, ids=ids, lock=lock), params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    instance_id = int(row[0])
+    cursor.execute(
+        render(dialect, TAKE_LEASE),
+        {**_lease_params(dialect, owner_id, token, lease_seconds), "id": instance_id},
+    )
+    state, state_params = state_unless_cached(dialect, "i", cached, [instance_id])
+    cursor.execute(render(dialect, READ_LEASE, state=state), {**state_params, "id": instance_id})
+    return lease_from_row(cursor.fetchone(), owner_id, token)
+
+
+def candidate_order_sqlite(instance_ids: Sequence[int]) -> tuple[str, dict[str, Any]]:
+    """``ORDER BY`` keeping the candidates' order (oldest work first), or nothing."""
+    if len(instance_ids) < 2:
+        return "", {}
+    params: dict[str, Any] = {}
+    whens = []
+    for position, instance_id in enumerate(instance_ids):
+        whens.append(f"WHEN %(order_id_{position})s THEN %(order_position_{position})s")
+        params[f"order_id_{position}"] = instance_id
+        params[f"order_position_{position}"] = position
+    return f" ORDER BY CASE id {' '.join(whens)} END", params
+
+
+def acquire_lease_sqlite(
+    dialect: Dialect,
+    cursor: Any,
+    instance_ids: Sequence[int],
+    *,
+    owner_id: str,
+    token: str,
+    lease_seconds: float,
+    cached: dict[int, int] | None = None,
+    wait: bool = False,
+) -> LeaseRow | None:
+    """One ``UPDATE ... RETURNING``: writers are serialised by the database lock, so the
+    first free candidate in order is leased without row locks."""
+    if not instance_ids:
+        return None
+    ids, params = in_list("id", instance_ids)
+    state, state_params = state_unless_cached(dialect, dialect.t_instances, cached, instance_ids)
+    order, order_params = candidate_order_sqlite(instance_ids)
+    cursor.execute(
+        render(dialect, ACQUIRE_LEASE_SQLITE, ids=ids, state=state, order=order),
+        {
+            **_lease_params(dialect, owner_id, token, lease_seconds),
+            **params,
+            **state_params,
+            **order_params,
+        },
+    )
+    row = cursor.fetchone()
+    return None if row is None else lease_from_row(row, owner_id, token)
+
+
+def candidates_postgresql(instance_ids: Sequence[int]) -> tuple[str, dict[str, Any]]:
+    """The ``{order}`` fragment and the ``ids`` parameter of a PostgreSQL lease."""
+    order = CANDIDATE_ORDER_POSTGRESQL if len(instance_ids) > 1 else ""
+    return order, {"ids": list(instance_ids)}
+
+
+def acquire_lease_postgresql(
+    dialect: Dialect,
+    cursor: Any,
+    instance_ids: Sequence[int],
+    *,
+    owner_id: str,
+    token: str,
+    lease_seconds: float,
+    cached: dict[int, int] | None = None,
+    wait: bool = False,
+) -> LeaseRow | None:
+    """One ``UPDATE ... RETURNING`` of the first free candidate in order."""
+    if not instance_ids:
+        return None
+    state, state_params = state_unless_cached(dialect, "i", cached, instance_ids)
+    order, params = candidates_postgresql(instance_ids)
+    lock = "FOR UPDATE" if wait else "FOR UPDATE SKIP LOCKED"
+    cursor.execute(
+        render(dialect, ACQUIRE_LEASE_POSTGRESQL, state=state, order=order, lock=lock),
+        {**_lease_params(dialect, owner_id, token, lease_seconds), **params, **state_params},
+    )
+    row = cursor.fetchone()
+    return None if row is None else lease_from_row(row, owner_id, token)
+
+
+def fence_params(lease: LeaseRow) -> dict[str, Any]:
+    """The parameters naming a lease: ``instance_id``, ``owner_id``, ``token``,
+    ``generation``."""
+    return {
+        "instance_id": lease.instance_id,
+        "owner_id": lease.owner_id,
+        "token": lease.token,
+        "generation": lease.generation,
+    }
+
+
+def hold_lease(dialect: Dialect, cursor: Any, lease: LeaseRow) -> bool:
+    cursor.execute(render(dialect, HOLD_LEASE), fence_params(lease))
+    return cursor.fetchone() is not None
+
+
+def renew(dialect: Dialect, cursor: Any, lease: LeaseRow, lease_seconds: float) -> bool:
+    cursor.execute(
+        render(dialect, RENEW),
+        {**fence_params(lease), "lease": dialect.interval(lease_seconds)},
+    )
+    return bool(cursor.rowcount == 1)
+
+
+def release(dialect: Dialect, cursor: Any, lease: LeaseRow) -> bool:
+    cursor.execute(render(dialect, RELEASE), fence_params(lease))
+    return bool(cursor.rowcount == 1)
+
+
+def has_due(dialect: Dialect, cursor: Any, instance_id: int) -> bool:
+    cursor.execute(render(dialect, HAS_DUE), {"instance_id": instance_id})
+    return cursor.fetchone() is not None
+
+
+def load_state(dialect: Dialect, cursor: Any, instance_id: int) -> Any:
+    cursor.execute(render(dialect, LOAD_STATE), {"instance_id": instance_id})
+    return cursor.fetchone()[0]
