@@ -12,7 +12,7 @@ from typing import Any
 
 from .. import payloads
 from .dialect import Dialect
-from .sql import in_list, json_param, now_plus, render
+from .sql import in_list, render
 
 #: The idle poll: is any pending row due? One indexed, non-locking read.
 ANY_DUE = "SELECT id FROM {t_broadcasts} WHERE status = 'pending' AND available_at <= {now} LIMIT 1"
@@ -39,7 +39,7 @@ MARK_PROCESSING = (
 
 #: What the Channels message of each claimed row needs, joined to its message.
 CLAIMED_ROWS = (
-    "SELECT b.id, b.broadcast_id, b.instance_id, b.observable_name, {value}, "
+    "SELECT b.id, b.broadcast_id, b.instance_id, b.observable_name, b.value{as_text}, "
     "b.attempt_count, m.actor_type, m.actor_id, m.sequence "
     "FROM {t_broadcasts} b JOIN {t_messages} m ON m.id = b.message_id "
     "WHERE b.id IN ({ids}) ORDER BY b.id"
@@ -64,17 +64,17 @@ MARK_DELIVERED = (
     "updated_at = {now} WHERE id IN ({ids})" + FENCE
 )
 
-#: A failed delivery that will be tried again at ``{retry_at}``.
+#: A failed delivery that will be tried again ``%(retry_in)s`` from now.
 MARK_RETRYING = (
-    "UPDATE {t_broadcasts} SET status = 'pending', available_at = {retry_at}, "
-    "attempt_count = attempt_count + 1, error = {error}, claimed_by = NULL, "
+    "UPDATE {t_broadcasts} SET status = 'pending', available_at = {later:retry_in}, "
+    "attempt_count = attempt_count + 1, error = %(error)s{json_cast}, claimed_by = NULL, "
     "claimed_at = NULL, updated_at = {now} WHERE id = %(id)s" + FENCE
 )
 
 #: A failed delivery with no attempt left: ``dead``, kept for inspection.
 MARK_DEAD = (
     "UPDATE {t_broadcasts} SET status = 'dead', attempt_count = attempt_count + 1, "
-    "error = {error}, claimed_by = NULL, claimed_at = NULL, updated_at = {now} "
+    "error = %(error)s{json_cast}, claimed_by = NULL, claimed_at = NULL, updated_at = {now} "
     "WHERE id = %(id)s" + FENCE
 )
 
@@ -119,9 +119,7 @@ def mark_processing(cursor: Any, dialect: Dialect, process_id: str, ids: Sequenc
 
 def claimed_rows(cursor: Any, dialect: Dialect, ids: Sequence[int]) -> list[ClaimedRow]:
     marks, params = in_list("id", ids)
-    cursor.execute(
-        render(dialect, CLAIMED_ROWS, ids=marks, value=dialect.json_text("b.value")), params
-    )
+    cursor.execute(render(dialect, CLAIMED_ROWS, ids=marks), params)
     return [
         (
             int(row[0]),
@@ -174,11 +172,8 @@ def mark_failed(
     """Record a failed delivery (``error``: JSON text): pending again ``retry_in`` seconds
     from now, or ``dead`` when ``retry_in`` is ``None``."""
     params: dict[str, Any] = {"id": row_id, "error": error, "process_id": process_id}
-    error_sql = json_param(dialect, "error")
     if retry_in is None:
-        sql = render(dialect, MARK_DEAD, error=error_sql)
+        cursor.execute(render(dialect, MARK_DEAD), params)
     else:
-        retry_at, at_params = now_plus(dialect, "retry_in", retry_in)
-        params.update(at_params)
-        sql = render(dialect, MARK_RETRYING, error=error_sql, retry_at=retry_at)
-    cursor.execute(sql, params)
+        params["retry_in"] = dialect.interval(retry_in)
+        cursor.execute(render(dialect, MARK_RETRYING), params)

@@ -41,7 +41,7 @@ DELETE_OF_INSTANCES = "DELETE FROM {t_reminders} WHERE instance_id IN ({ids})"
 
 #: The reminders among some ids that are still due, locked, with the database clock.
 DUE_ROWS = (
-    "SELECT id, instance_id, actor_type, actor_id, name, operation, {arguments}, "
+    "SELECT id, instance_id, actor_type, actor_id, name, operation, arguments{as_text}, "
     "next_run_at, interval_seconds, occurrence, missed_policy, {now} "
     "FROM {t_reminders} WHERE id IN ({ids}) AND status = 'scheduled' "
     "AND next_run_at <= {clock} ORDER BY next_run_at, id{for_update}"
@@ -115,9 +115,7 @@ def due_rows(
     the database's)."""
     clock, params = _clock(dialect, now)
     marks, id_params = in_list("id", ids)
-    sql = render(
-        dialect, DUE_ROWS, ids=marks, clock=clock, arguments=dialect.json_text("arguments")
-    )
+    sql = render(dialect, DUE_ROWS, ids=marks, clock=clock)
     cursor.execute(sql, {**id_params, **params})
     rows = cursor.fetchall()
     reminders = [

@@ -1,9 +1,9 @@
 """Filling in named statements: a dialect's tables and fragments, and lists of parameters.
 
-The statements of ``db/broadcasts.py``, ``db/reminders.py``, ``db/dead_letters.py`` and
-``db/notify.py`` are module-level templates. Braces name what depends on the database and is
-fixed per dialect: the quoted tables (``{t_broadcasts}``, ``{t_instances}``...) and the
-fragments (``{now}``, ``{skip_locked}``, ``{for_update}``); ``%(name)s`` names a parameter.
+The named statements of ``db/`` are module-level templates. Braces name what depends on the
+database and is fixed per dialect: the quoted tables (``{t_broadcasts}``, ``{t_instances}``...)
+and the fragments :class:`~solid_objects.db.dialect.Dialect` declares (``{now}``,
+``{skip_locked}``, ``{json_cast}``, ``{later:NAME}``...); ``%(name)s`` names a parameter.
 A statement that takes a list (``IN (...)``) gets one named parameter per item from
 :func:`in_list`.
 """
@@ -49,21 +49,3 @@ def in_list(name: str, values: Iterable[Any]) -> tuple[str, dict[str, Any]]:
     """``("%(name_0)s, %(name_1)s, ...", {"name_0": ..., ...})`` for an ``IN (...)`` list."""
     params = {f"{name}_{index}": value for index, value in enumerate(values)}
     return ", ".join(f"%({key})s" for key in params), params
-
-
-def named_slots(fragment: str, *names: str) -> str:
-    """A dialect fragment written with positional ``%s`` slots (``Dialect.json``,
-    ``Dialect.now_plus``) with its slots named ``names``, in order; its ``%%`` stay escaped."""
-    return fragment.replace("%%", "%%%%") % tuple(f"%({name})s" for name in names)
-
-
-def json_param(dialect: Dialect, name: str) -> str:
-    """The placeholder of the JSON parameter ``name`` (with the cast the dialect needs)."""
-    return named_slots(dialect.json, name)
-
-
-def now_plus(dialect: Dialect, name: str, seconds: float) -> tuple[str, dict[str, Any]]:
-    """``now + seconds`` on the database clock, its parameter named ``name``."""
-    sql, values = dialect.now_plus(seconds)
-    (value,) = values
-    return named_slots(sql, name), {name: value}
