@@ -14,6 +14,7 @@ import platform
 import sys
 import time
 from dataclasses import asdict
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,7 +26,8 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         default="",
         help="comma-separated measures: "
-        "raw,enqueue,processing,sync,contention,statements,wakeup,state,idle,journal,tasks; and "
+        "raw,enqueue,processing,sustained,sync,callers,defaults,full,wakeup,state,idle,journal,"
+        "tasks; and "
         "memory "
         "(worker RSS over --memory-turns turns: minutes, never in a default run)",
     )
@@ -50,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
         ("bulk-rows", 20000),
         ("memory-turns", 100_000),
         ("task-count", 1000),
+        ("sustained-messages", 10_000),
+        ("callers", 16),
+        ("caller-calls", 100),
     ):
         parser.add_argument(f"--{name}", type=int, default=default)
     args = parser.parse_args(argv)
@@ -62,7 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     from django.core.management import call_command
     from django.db import connection
 
-    from bench.measures import MEASURES, OPT_IN, RAW1, Params, Result
+    from bench import statements
+    from bench.measures import MEASURES, OPT_IN, RAW1, Params, Result, baseline_summary, run_group
+
+    statements.install()
 
     _ensure_database()
     call_command("migrate", verbosity=0)
@@ -78,7 +86,12 @@ def main(argv: list[str] | None = None) -> int:
         bulk_rows=args.bulk_rows,
         memory_turns=args.memory_turns,
         task_count=args.task_count,
+        sustained_messages=args.sustained_messages,
+        callers=args.callers,
+        caller_calls=args.caller_calls,
     )
+    if args.save and (args.only or args.quick):
+        parser.error("--save publishes a whole run: not with --only or --quick")
     if args.quick:
         params = Params(
             enqueue_count=200,
@@ -93,33 +106,40 @@ def main(argv: list[str] | None = None) -> int:
             bulk_rows=2000,
             catch_up_entries=5000,
             raw_seconds=1.0,
+            raw_sample_seconds=0.5,
             idle_seconds=5.0,
             task_count=200,
+            sustained_messages=1000,
+            caller_calls=20,
         )
-    selected = [name for name in args.only.split(",") if name] or [
+    aliases = {"contention": "callers"}  # the older name of the concurrent-callers measure
+    selected = [aliases.get(name, name) for name in args.only.split(",") if name] or [
         name for name in MEASURES if name not in OPT_IN
     ]
     if "raw" not in selected:
         selected.insert(0, "raw")
     results: list[Result] = []
+    failures: list[str] = []
     started = time.time()
+    started_at = datetime.now(UTC).isoformat(timespec="seconds")
     for name in selected:
         print(f"… {name}", file=sys.stderr, flush=True)
         try:
-            results.extend(MEASURES[name](params))
+            results.extend(run_group(name, params))
         except Exception as exc:
-            results.append(Result(f"{name} (failed)", float("nan"), "", note=repr(exc)[:200]))
-    baselines = {r.name: r.value for r in results if r.name.startswith("raw ")}
-    for result in results:
-        if result.baseline and result.baseline in baselines and baselines[result.baseline]:
-            result.ratio = result.value / baselines[result.baseline]
+            failures.append(f"{name}: {exc!r}"[:300])
+            results.append(Result(f"{name} (FAILED)", float("nan"), "", note=repr(exc)[:200]))
+    # The baseline rows: every sample of the run (before and after each measure), with spread.
+    results[:0] = baseline_summary()
     database = connection.vendor
     version = _server_version()
     _print_table(database, version, results)
     if args.output:
         output = Path(args.output)
     else:
-        folder = ROOT / "bench" / "results" if args.save else ROOT / ".bench-results"
+        # A run with a failed measure is never published.
+        publish = args.save and not failures
+        folder = ROOT / "bench" / "results" if publish else ROOT / ".bench-results"
         output = folder / f"{database}.json"
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(
@@ -131,6 +151,11 @@ def main(argv: list[str] | None = None) -> int:
                 "django": django.get_version(),
                 "cpu_count": os.cpu_count(),
                 "quick": args.quick,
+                "started_at": started_at,
+                "command": ["python", "-m", "bench", *(argv if argv is not None else sys.argv[1:])],
+                "commit": _git_commit(),
+                "one_run": True,
+                "failures": failures,
                 "seconds": round(time.time() - started, 1),
                 "reference_baseline": RAW1,
                 "results": [asdict(r) for r in results],
@@ -141,7 +166,27 @@ def main(argv: list[str] | None = None) -> int:
         + "\n"
     )
     print(f"\nwritten {output}")
+    if failures:
+        print("\nFAILED measures (no figure published for them):", file=sys.stderr)
+        for failure in failures:
+            print(f"  {failure}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _git_commit() -> str:
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+    return out.stdout.strip()
 
 
 def _ensure_database() -> None:
@@ -172,12 +217,12 @@ def _server_version() -> str:
 
 def _print_table(database: str, version: str, results: list) -> None:
     print(f"\n{database} ({version}), {os.cpu_count()} CPUs\n")
-    print(f"{'measure':<62} {'value':>12} {'unit':<14} {'ratio':>7}  note")
-    print("-" * 110)
+    print(f"{'measure':<84} {'value':>12} {'unit':<11} {'ratio':>6}  note")
+    print("-" * 130)
     for r in results:
         ratio = f"{r.ratio:.0%}" if r.ratio is not None else ""
         value = f"{r.value:,.1f}" if r.value == r.value else "n/a"
-        print(f"{r.name:<62} {value:>12} {r.unit:<14} {ratio:>7}  {r.note}")
+        print(f"{r.name:<84} {value:>12} {r.unit:<11} {ratio:>6}  {r.note}")
 
 
 if __name__ == "__main__":

@@ -9,9 +9,12 @@ reported beside a raw baseline measured in the same run through the same driver.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -23,7 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from django.db import connection, connections
-from django.test.utils import CaptureQueriesContext, override_settings
+from django.test.utils import override_settings
+
+from bench import statements
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -37,6 +42,11 @@ class Result:
     ratio: float | None = None
     note: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+class OutcomeError(AssertionError):
+    """A measure's work did not end as it must (a message not completed, a dead letter, a
+    wrong state): the measure fails instead of publishing a rate."""
 
 
 @dataclass
@@ -54,10 +64,13 @@ class Params:
     bulk_rows: int = 20000
     catch_up_entries: int = 100_000
     raw_seconds: float = 2.0
+    raw_sample_seconds: float = 1.0  # each baseline sample taken around a measure
+    sustained_messages: int = 10_000
+    callers: int = 16
+    caller_processes: int = 4
+    caller_calls: int = 100  # per caller
     idle_seconds: float = 10.0
     memory_turns: int = 100_000
-    contention_callers: int = 2
-    contention_calls: int = 200
     task_count: int = 1000
 
 
@@ -118,25 +131,39 @@ def _as_dt(value: Any) -> datetime:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
-def worker_env(overrides: dict[str, Any] | None = None) -> dict[str, str]:
+def worker_env(
+    overrides: dict[str, Any] | None = None, extra: dict[str, str] | None = None
+) -> dict[str, str]:
     import json
 
     env = dict(os.environ)
     env["DJANGO_SETTINGS_MODULE"] = "bench.settings"
     env["BENCH_SOLID_OBJECTS"] = json.dumps(overrides or {})
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(extra or {})
     return env
 
 
 @contextmanager
 def workers(
-    count: int, overrides: dict[str, Any] | None = None, args: tuple[str, ...] = ()
+    count: int,
+    overrides: dict[str, Any] | None = None,
+    args: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
+    stats: dict[str, int] | None = None,
 ) -> Iterator[list[subprocess.Popen[bytes]]]:
-    """Real ``manage.py run_actor_worker`` processes, stopped with SIGTERM afterwards."""
+    """Real ``manage.py run_actor_worker`` processes, stopped with SIGTERM afterwards.
+
+    With ``stats``, every worker counts the statements of all its connections and
+    ``stats["statements"]`` holds their sum once they have exited (a worker that had to be
+    killed has no count: that fails the measure)."""
+    folder = Path(tempfile.mkdtemp(prefix="bench-statements-"))
+    extra = dict(env or {})
+    extra["BENCH_STATEMENTS_DIR"] = str(folder)
     procs = [
         subprocess.Popen(
             [sys.executable, str(ROOT / "bench" / "manage.py"), "run_actor_worker", *args],
-            env=worker_env(overrides),
+            env=worker_env(overrides, extra),
             cwd=ROOT,
         )
         for _ in range(count)
@@ -147,12 +174,21 @@ def workers(
         for proc in procs:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
+        killed = False
         for proc in procs:
             try:
-                proc.wait(30)
+                proc.wait(60)
             except subprocess.TimeoutExpired:
+                killed = True
                 proc.kill()
                 proc.wait()
+        reports = len(list(folder.glob("*.json")))
+        total = statements.collect(folder)
+        shutil.rmtree(folder, ignore_errors=True)
+    if stats is not None:
+        if killed or reports != count:
+            raise OutcomeError(f"{count - reports} worker(s) exited without a statement count")
+        stats["statements"] = total
 
 
 def _pending() -> int:
@@ -163,11 +199,14 @@ def _pending() -> int:
     return int(_scalar(f"SELECT (SELECT COUNT(*) FROM {ready}) + (SELECT COUNT(*) FROM {claimed})"))
 
 
-def _wait_drained(timeout: float) -> None:
+def _wait_drained(timeout: float, procs: list[subprocess.Popen[bytes]] | None = None) -> None:
     deadline = time.monotonic() + timeout
     while _pending():
         if time.monotonic() > deadline:
             raise TimeoutError("workers did not drain the mailboxes in time")
+        for proc in procs or ():
+            if proc.poll() is not None:
+                raise OutcomeError(f"a worker exited early (status {proc.returncode})")
         time.sleep(0.05)
 
 
@@ -253,37 +292,128 @@ def _loop_for(seconds: float, body: Callable[[int], None], threads: int) -> floa
     return sum(counts) / seconds
 
 
-def raw_baselines(p: Params) -> list[Result]:
-    _raw_tables()
+RAW1 = "raw UPDATE commit loop, 1 connection"
+RAW2 = "raw UPDATE commit loop, 2 connections"
+RAW_INSERT = "raw INSERT ON CONFLICT loop, 1 connection"
 
-    def update(index: int) -> None:
-        with connection.cursor() as cursor:
-            cursor.execute("UPDATE bench_raw_counter SET n = n + 1 WHERE id = %s", [index + 1])
+#: Every sample of every baseline taken in this run (before and after each measure).
+SAMPLES: dict[str, list[float]] = {}
+_sample_seconds = [1.0]
 
-    insert_sql = {
+
+def _update(index: int) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE bench_raw_counter SET n = n + 1 WHERE id = %s", [index + 1])
+
+
+def _insert(index: int) -> None:
+    sql = {
         "postgresql": "INSERT INTO bench_raw_journal (k, payload) VALUES (%s, %s) "
         "ON CONFLICT (k) DO NOTHING RETURNING id",
         "mysql": "INSERT IGNORE INTO bench_raw_journal (k, payload) VALUES (%s, %s)",
         "sqlite": "INSERT OR IGNORE INTO bench_raw_journal (k, payload) VALUES (%s, %s)",
     }[vendor()]
-
-    def insert(index: int) -> None:
-        with connection.cursor() as cursor:
-            cursor.execute(insert_sql, [uuid.uuid4().hex, "x"])
-
-    one = _loop_for(p.raw_seconds, update, 1)
-    two = _loop_for(p.raw_seconds, update, 2)
-    ins = _loop_for(p.raw_seconds, insert, 1)
-    return [
-        Result("raw UPDATE commit loop, 1 connection", one, "commits/s"),
-        Result("raw UPDATE commit loop, 2 connections", two, "commits/s"),
-        Result("raw INSERT ON CONFLICT loop, 1 connection", ins, "rows/s"),
-    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [uuid.uuid4().hex, "x"])
 
 
-RAW1 = "raw UPDATE commit loop, 1 connection"
-RAW2 = "raw UPDATE commit loop, 2 connections"
-RAW_INSERT = "raw INSERT ON CONFLICT loop, 1 connection"
+def sample(name: str, seconds: float | None = None) -> float:
+    """One timed sample of the raw baseline ``name``, recorded in :data:`SAMPLES`."""
+    seconds = seconds or _sample_seconds[0]
+    if name.startswith(RAW_INSERT):
+        value = _loop_for(seconds, _insert, 1)
+    else:
+        value = _loop_for(seconds, _update, 2 if name.startswith(RAW2) else 1)
+    SAMPLES.setdefault(name, []).append(value)
+    return value
+
+
+def _apply_ratio(result: Result, before: float, after: float) -> None:
+    reference = (before + after) / 2
+    result.ratio = result.value / reference if reference else None
+    result.extra["baseline_before"] = round(before, 1)
+    result.extra["baseline_after"] = round(after, 1)
+
+
+def bracketed(run: Callable[[], list[Result]], names: tuple[str, ...]) -> list[Result]:
+    """Run a group of measures between two samples of each baseline it is compared with;
+    a result already compared (its own bracket, as every drain has) keeps its ratio."""
+    before = {name: sample(name) for name in names}
+    results = run()
+    after = {name: sample(name) for name in names}
+    for result in results:
+        if result.ratio is None and result.baseline in before:
+            _apply_ratio(result, before[result.baseline], after[result.baseline])
+    return results
+
+
+def baseline_summary() -> list[Result]:
+    """The published baseline rows: the median of every sample of the run and its spread."""
+    out = []
+    for name, values in SAMPLES.items():
+        low, high, mid = min(values), max(values), statistics.median(values)
+        unit = "rows/s" if name.startswith(RAW_INSERT) else "commits/s"
+        out.append(
+            Result(
+                name,
+                mid,
+                unit,
+                note=f"median of {len(values)} samples, {low:,.0f} to {high:,.0f} "
+                f"(spread {(high - low) / mid:.0%})",
+                extra={"samples": [round(v, 1) for v in values]},
+            )
+        )
+    return out
+
+
+def raw_baselines(p: Params) -> list[Result]:
+    _sample_seconds[0] = p.raw_sample_seconds
+    _raw_tables()
+    for name in (RAW1, RAW2, RAW_INSERT):
+        sample(name, p.raw_seconds)
+    return []  # the rows come from baseline_summary() at the end of the run
+
+
+# -- verification ------------------------------------------------------------------------------
+def verify_messages(after_id: int, expected: int, completed: bool = True) -> None:
+    """Every message after ``after_id`` completed without error; no dead letter; nothing
+    left in a mailbox (``completed=False``: written and all waiting in their mailboxes)."""
+    from solid_objects.models import DeadLetter, Message, ReadyMessage
+
+    mine = Message.objects.filter(id__gt=after_id)
+    total = mine.count()
+    if total != expected:
+        raise OutcomeError(f"{total} messages written, {expected} expected")
+    if not completed:
+        waiting = ReadyMessage.objects.filter(message_id__gt=after_id).count()
+        if waiting != expected:
+            raise OutcomeError(f"{waiting} of {expected} messages in their mailboxes")
+        return
+    unfinished = mine.filter(completed_at__isnull=True).count()
+    failed = mine.filter(rejected_at__isnull=False).count() + (
+        mine.filter(error__isnull=False).exclude(error=None).count()
+    )
+    if unfinished or failed:
+        raise OutcomeError(f"{unfinished} messages not completed, {failed} failed or rejected")
+    if DeadLetter.objects.exists():
+        raise OutcomeError(f"{DeadLetter.objects.count()} dead letters")
+    if _pending():
+        raise OutcomeError(f"{_pending()} messages still in a mailbox")
+
+
+def verify_counters(prefix: str, actors: int, value: int) -> None:
+    """Each of the ``actors`` counters named ``prefix-N`` holds exactly ``value``."""
+    from solid_objects.models import Instance
+
+    states = Instance.objects.filter(
+        actor_type="bench.counter", actor_id__startswith=f"{prefix}-"
+    ).values_list("actor_id", "state")
+    wrong = {actor_id: state for actor_id, state in states if state.get("value", 0) != value}
+    if len(states) != actors or wrong:
+        sample_ = dict(list(wrong.items())[:3])
+        raise OutcomeError(
+            f"{len(states)} of {actors} counters found, {len(wrong)} not at {value}: {sample_}"
+        )
 
 
 # -- actors ------------------------------------------------------------------------------------
@@ -292,18 +422,25 @@ def enqueue_rates(p: Params) -> list[Result]:
 
     reset()
     one = BenchCounter.ref("enqueue-one")
+    before = statements.count()
     start = time.perf_counter()
     for _ in range(p.enqueue_count):
         one.enqueue().add(1)
     hot = p.enqueue_count / (time.perf_counter() - start)
+    hot_statements = (statements.count() - before) / p.enqueue_count
     refs = [BenchCounter.ref(f"enqueue-many-{i}") for i in range(200)]
+    before = statements.count()
     start = time.perf_counter()
     for i in range(p.enqueue_count):
         refs[i % len(refs)].enqueue().add(1)
     many = p.enqueue_count / (time.perf_counter() - start)
+    many_statements = (statements.count() - before) / p.enqueue_count
+    verify_messages(0, 2 * p.enqueue_count, completed=False)  # nothing runs them here
     return [
         Result("async enqueue, one actor", hot, "msg/s", RAW1),
         Result("async enqueue, 200 actors", many, "msg/s", RAW1),
+        Result("statements per async enqueue, one actor", hot_statements, "statements"),
+        Result("statements per async enqueue, 200 actors", many_statements, "statements"),
     ]
 
 
@@ -316,6 +453,10 @@ def _fill(actors: int, per_actor: int, prefix: str) -> None:
             ref.enqueue().add(1)
 
 
+def _slug(label: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in label)[:60]
+
+
 def _drain(
     label: str,
     actors: int,
@@ -323,52 +464,161 @@ def _drain(
     worker_count: int,
     overrides: dict[str, Any] | None = None,
     baseline: str = RAW1,
-    prepare: Callable[[], None] | None = None,
-) -> Result:
+    prepare: Callable[[str], None] | None = None,
+    env: dict[str, str] | None = None,
+) -> list[Result]:
+    """Enqueue, then drain with real worker processes between two baseline samples; verify
+    every message and every counter; count the statements of every worker connection."""
     reset()
+    prefix = _slug(label)
     if prepare is not None:
-        prepare()  # a sync call: committed when it returns
+        prepare(prefix)  # a sync call: committed when it returns
     watermark = _max_message_id()
-    _fill(actors, per_actor, label.replace(" ", "-"))
-    with workers(worker_count, overrides):
-        _wait_drained(timeout=300)
+    _fill(actors, per_actor, prefix)
+    before = sample(baseline)
+    stats: dict[str, int] = {}
+    with workers(worker_count, overrides, env=env, stats=stats) as procs:
+        _wait_drained(600, procs)
+    after = sample(baseline)
     rate, count = _processing_rate(watermark)
-    return Result(
+    verify_messages(watermark, actors * per_actor)
+    verify_counters(prefix, actors, per_actor)
+    result = Result(
         label, rate, "msg/s", baseline, extra={"messages": count, "workers": worker_count}
     )
+    _apply_ratio(result, before, after)
+    per_message = Result(
+        f"statements per message, {label}",
+        stats["statements"] / count,
+        "statements",
+        note="every worker connection, whole run incl. start-up and stop",
+        extra={"statements": stats["statements"], "messages": count},
+    )
+    return [result, per_message]
 
 
 def processing_rates(p: Params) -> list[Result]:
-    results = [
-        _drain("one hot actor, 1 worker", 1, p.hot_messages, 1),
-        _drain(
+    return [
+        *_drain("one hot actor, 1 worker", 1, p.hot_messages, 1),
+        *_drain(
             "one hot actor, 1 worker, MAX_TURNS_PER_COMMIT=1",
             1,
             p.hot_messages // 2,
             1,
             {"MAX_TURNS_PER_COMMIT": 1},
         ),
-        _drain(
+        *_drain(
             f"{p.warm_actors} warm actors round-robin, 1 worker", p.warm_actors, p.warm_rounds, 1
         ),
-        _drain(
+        *_drain(
             f"{p.warm_actors} warm actors round-robin, 2 workers",
             p.warm_actors,
             p.warm_rounds,
             2,
             baseline=RAW2,
         ),
-        _drain(f"{p.cold_actors} cold actors, 1 worker", p.cold_actors, 1, 1),
-        _drain(f"{p.cold_actors} cold actors, 2 workers", p.cold_actors, 1, 2, baseline=RAW2),
+        *_drain(f"{p.cold_actors} cold actors, 1 worker", p.cold_actors, 1, 1),
+        *_drain(f"{p.cold_actors} cold actors, 2 workers", p.cold_actors, 1, 2, baseline=RAW2),
     ]
-    return results
+
+
+def sustained(p: Params) -> list[Result]:
+    """A long hot drain: a short one flatters (caches warm, no vacuum or checkpoint yet)."""
+    return _drain(
+        f"sustained: one hot actor, {p.sustained_messages:,} messages, 1 worker",
+        1,
+        p.sustained_messages,
+        1,
+    )
+
+
+def django_defaults(p: Params) -> list[Result]:
+    """The same drains with Django's default driver settings (PostgreSQL: client-side
+    binding, no prepared statements) beside the recommended ones of ``bench/settings.py``."""
+    if vendor() != "postgresql":
+        return [
+            Result(
+                "Django default driver settings",
+                float("nan"),
+                "",
+                note="the recommended settings are Django's defaults on this database",
+            )
+        ]
+    env = {"BENCH_CLIENT_BINDING": "1"}
+    suffix = "Django default driver settings"
+    return [
+        *_drain(f"one hot actor, 1 worker, {suffix}", 1, p.hot_messages, 1, env=env),
+        *_drain(
+            f"{p.warm_actors} warm actors round-robin, 1 worker, {suffix}",
+            p.warm_actors,
+            p.warm_rounds,
+            1,
+            env=env,
+        ),
+        *_drain(f"{p.cold_actors} cold actors, 1 worker, {suffix}", p.cold_actors, 1, 1, env=env),
+    ]
+
+
+RAW1_FULL = f"{RAW1}, synchronous=FULL"
+
+
+def sqlite_full(p: Params) -> list[Result]:
+    """SQLite at ``synchronous=FULL`` (an fsync per commit, as a server database and the
+    Node sibling's defaults do): the raw loop, the hot and cold drains and sync calls."""
+    if vendor() != "sqlite":
+        return []
+    options = connection.settings_dict.setdefault("OPTIONS", {})
+    recommended = options.get("init_command", "")
+    options["init_command"] = recommended.replace("synchronous=NORMAL", "synchronous=FULL")
+    connection.close()
+    env = {"BENCH_SQLITE_SYNCHRONOUS": "FULL"}
+    try:
+        if _scalar("PRAGMA synchronous") != 2:
+            raise OutcomeError("PRAGMA synchronous=FULL did not take")
+        label = "synchronous=FULL"
+        out = [
+            *_drain(
+                f"one hot actor, 1 worker, {label}",
+                1,
+                p.hot_messages,
+                1,
+                baseline=RAW1_FULL,
+                env=env,
+            ),
+            *_drain(
+                f"{p.cold_actors} cold actors, 1 worker, {label}",
+                p.cold_actors,
+                1,
+                1,
+                baseline=RAW1_FULL,
+                env=env,
+            ),
+        ]
+        from bench.actors import BenchCounter
+
+        reset()
+        warm = BenchCounter.ref("full-sync")
+        warm.add(1)
+        samples = []
+        for _ in range(p.sync_samples):
+            start = time.perf_counter()
+            warm.add(1)
+            samples.append((time.perf_counter() - start) * 1000)
+        if warm.snapshot().value != p.sync_samples + 1:
+            raise OutcomeError("the synchronous=FULL sync counter is wrong")
+        for key, value in _percentiles(samples).items():
+            out.append(Result(f"sync call latency, warm actor, {label}, {key}", value, "ms"))
+        return out
+    finally:
+        options["init_command"] = recommended
+        connection.close()
 
 
 def big_state(p: Params) -> list[Result]:
     from bench.actors import BenchCounter
 
-    def prepare() -> None:
-        BenchCounter.ref("big-state-0").fill(p.state_bytes)
+    def prepare(prefix: str) -> None:
+        BenchCounter.ref(f"{prefix}-0").fill(p.state_bytes)
 
     empty = _drain("empty state, one actor, 1 worker", 1, p.big_state_messages, 1)
     big = _drain(
@@ -378,10 +628,9 @@ def big_state(p: Params) -> list[Result]:
         1,
         prepare=prepare,
     )
-    big.name = f"{p.state_bytes // 1024} KB state, one actor, 1 worker"
-    big.extra["relative_to_empty"] = big.value / empty.value
-    big.note = f"{big.value / empty.value:.0%} of the empty-state rate"
-    return [empty, big]
+    big[0].extra["relative_to_empty"] = big[0].value / empty[0].value
+    big[0].note = f"{big[0].value / empty[0].value:.0%} of the empty-state rate"
+    return [empty[0], big[0]]
 
 
 def sync_latency(p: Params) -> list[Result]:
@@ -391,84 +640,31 @@ def sync_latency(p: Params) -> list[Result]:
     warm = BenchCounter.ref("sync-warm")
     warm.add(1)
     samples = []
+    before = statements.count()
     for _ in range(p.sync_samples):
         start = time.perf_counter()
         warm.add(1)
         samples.append((time.perf_counter() - start) * 1000)
+    warm_statements = (statements.count() - before) / p.sync_samples
+    if warm.snapshot().value != p.sync_samples + 1:
+        raise OutcomeError("the warm sync counter is wrong")
     cold_samples = []
+    before = statements.count()
     for i in range(p.sync_samples):
         ref = BenchCounter.ref(f"sync-cold-{i}")
         start = time.perf_counter()
         ref.add(1)
         cold_samples.append((time.perf_counter() - start) * 1000)
+    cold_statements = (statements.count() - before) / p.sync_samples
+    verify_counters("sync-cold", p.sync_samples, 1)
     out = []
     for label, values in (("warm", samples), ("cold", cold_samples)):
         pct = _percentiles(values)
         for key, value in pct.items():
             out.append(Result(f"sync call latency, {label} actor, {key}", value, "ms"))
+    out.append(Result("statements per sync call, warm actor", warm_statements, "statements"))
+    out.append(Result("statements per sync call, cold actor", cold_statements, "statements"))
     return out
-
-
-def statement_counts(p: Params) -> list[Result]:
-    from bench.actors import BenchCounter
-    from solid_objects.activation import ActivationCache
-    from solid_objects.lease import acquire
-    from solid_objects.passes import run_pass
-    from solid_objects.runtime import processes
-
-    reset()
-    ref = BenchCounter.ref("statements")
-    ref.add(1)  # the instance exists and the caller is registered
-    with CaptureQueriesContext(connection) as enqueue_queries:
-        ref.enqueue().add(1)
-    ref.add(1)  # drain it (and warm the caller cache)
-    with CaptureQueriesContext(connection) as sync_queries:
-        ref.add(1)
-    turns = 40
-    for _ in range(turns):
-        ref.enqueue().add(1)
-    owner = processes.register("worker", "default")
-    cache = ActivationCache()
-    with (
-        override_settings(SOLID_OBJECTS={"MAX_TURNS_PER_COMMIT": 1}),
-        CaptureQueriesContext(connection) as turn_queries,
-    ):
-        activation = acquire("default", owner, [activation_id(ref)], cache)
-        assert activation is not None
-        run_pass(activation, max_messages=turns, cache=cache)
-    grouped_turns = 160
-    for _ in range(grouped_turns):
-        ref.enqueue().add(1)
-    with CaptureQueriesContext(connection) as grouped_queries:
-        activation = acquire("default", owner, [activation_id(ref)], cache)
-        assert activation is not None
-        run_pass(activation, max_messages=grouped_turns, cache=cache)
-    processes.deregister(owner, "default")
-    return [
-        Result(
-            "statements per async enqueue",
-            len(enqueue_queries),
-            "statements",
-            note="counting BEGIN/COMMIT as Django logs them",
-        ),
-        Result(
-            "statements per warm turn (one commit per turn)",
-            len(turn_queries) / turns,
-            "statements",
-        ),
-        Result(
-            "statements per warm turn (grouped commits)",
-            len(grouped_queries) / grouped_turns,
-            "statements",
-        ),
-        Result("statements per sync call, warm actor", len(sync_queries), "statements"),
-    ]
-
-
-def activation_id(ref: Any) -> int:
-    snapshot = ref.snapshot()
-    assert snapshot.instance_id is not None
-    return int(snapshot.instance_id)
 
 
 def wakeup_latency(p: Params) -> list[Result]:
@@ -705,72 +901,77 @@ def journal(p: Params) -> list[Result]:
     ]
 
 
-def contention(p: Params) -> list[Result]:
-    """Several caller processes making sync calls to ONE actor while a worker runs it (a
-    stream of asynchronous messages keeps it busy; issue 9, item 9): the latency a caller
-    sees when another process holds the actor."""
+def callers(p: Params) -> list[Result]:
+    """``p.callers`` concurrent synchronous callers (threads in ``p.caller_processes``
+    processes, each on its own connection) beside one idle worker process: all on one actor,
+    then each on its own actor. Verified: every call answered, every counter exact."""
     import json
-    import tempfile
 
-    reset()
-    callers, calls = p.contention_callers, p.contention_calls
-    out = []
-    with workers(1), tempfile.TemporaryDirectory() as folder:
-        from bench.actors import BenchCounter
+    out: list[Result] = []
+    per_process = max(1, p.callers // p.caller_processes)
+    total_callers = per_process * p.caller_processes
+    for shape in ("one actor", f"{total_callers} actors"):
+        reset()
+        prefix = "callers-one" if shape == "one actor" else "callers-many"
+        ids = [f"{prefix}-0"] * total_callers
+        if shape != "one actor":
+            ids = [f"{prefix}-{n}" for n in range(total_callers)]
+        with tempfile.TemporaryDirectory() as folder:
+            stats: dict[str, int] = {}
+            with workers(1, stats=stats):
+                from bench.actors import BenchCounter
 
-        BenchCounter.ref("contended").add(1)  # the actor exists; the worker is up
-        time.sleep(1.0)
-        start_at = time.time() + 2.0
-        outputs = [Path(folder) / f"caller-{n}.json" for n in range(callers)]
-        procs = [
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "bench.callers",
-                    "contended",
-                    str(calls),
-                    str(path),
-                    str(start_at),
-                ],
-                env=worker_env(),
-                cwd=ROOT,
+                for actor_id in sorted(set(ids)):
+                    BenchCounter.ref(actor_id).add(0)  # the actors exist
+                before = sample(RAW1)
+                start_at = time.time() + 3.0
+                outputs = [Path(folder) / f"callers-{n}.json" for n in range(p.caller_processes)]
+                procs = [
+                    subprocess.Popen(
+                        [
+                            sys.executable,
+                            "-m",
+                            "bench.callers",
+                            str(path),
+                            str(start_at),
+                            str(p.caller_calls),
+                            *ids[n * per_process : (n + 1) * per_process],
+                        ],
+                        env=worker_env(),
+                        cwd=ROOT,
+                    )
+                    for n, path in enumerate(outputs)
+                ]
+                for proc in procs:
+                    proc.wait(600)
+            after = sample(RAW1)
+            reports = [json.loads(path.read_text()) for path in outputs]
+        errors = [e for r in reports for e in r["errors"]]
+        samples = [v for r in reports for v in r["samples"]]
+        calls = total_callers * p.caller_calls
+        if errors or len(samples) != calls:
+            raise OutcomeError(f"{len(samples)} of {calls} calls answered; {errors[:3]}")
+        if shape == "one actor":
+            verify_counters(prefix, 1, calls)
+        else:
+            verify_counters(prefix, total_callers, p.caller_calls)
+        elapsed = max(r["finished"] for r in reports) - start_at
+        label = f"{total_callers} concurrent sync callers, {shape}, 1 worker"
+        rate = Result(f"{label}, calls/s", calls / elapsed, "calls/s", RAW1)
+        _apply_ratio(rate, before, after)
+        out.append(rate)
+        for key, value in _percentiles(samples).items():
+            out.append(Result(f"{label}, {key}", value, "ms"))
+        caller_statements = sum(r["statements"] for r in reports)
+        out.append(
+            Result(
+                f"statements per sync call, {label}",
+                (caller_statements + stats["statements"]) / calls,
+                "statements",
+                note="callers' connections during the calls + the worker's whole run",
+                extra={"callers": caller_statements, "worker": stats["statements"]},
             )
-            for path in outputs
-        ]
-        # The worker keeps running the actor: a steady stream of asynchronous messages to it
-        # (one every 2 ms) while the callers call, as when the actor is busy.
-        done = threading.Event()
-
-        def stream() -> None:
-            from django.db import connections as thread_connections
-
-            ref = BenchCounter.ref("contended")
-            try:
-                while time.time() < start_at:
-                    time.sleep(0.001)
-                while not done.is_set():
-                    ref.enqueue().add(1)
-                    done.wait(0.002)
-            finally:
-                thread_connections.close_all()
-
-        streamer = threading.Thread(target=stream, daemon=True)
-        streamer.start()
-        started = time.perf_counter()
-        for proc in procs:
-            proc.wait(300)
-        done.set()
-        streamer.join(30)
-        elapsed = time.perf_counter() - started - max(0.0, start_at - time.time())
-        samples = [value for path in outputs for value in json.loads(path.read_text())]
-    pct = _percentiles(samples)
-    label = f"{callers} callers x {calls} sync calls, one busy actor, one worker"
-    for key, value in pct.items():
-        out.append(Result(f"contended sync call, {key}", value, "ms", note=label))
-    out.append(
-        Result("contended sync calls/s", len(samples) / max(elapsed, 1e-9), "calls/s", note=label)
-    )
+        )
     return out
 
 
@@ -780,16 +981,29 @@ def _task_drain(
     reset()
     for n in range(count):
         enqueue(n)
-    with workers(worker_count, args=args):
-        _wait_drained(timeout=300)
+    baseline = RAW1 if worker_count == 1 else RAW2
+    before = sample(baseline)
+    stats: dict[str, int] = {}
+    with workers(worker_count, args=args, stats=stats) as procs:
+        _wait_drained(300, procs)
+    after = sample(baseline)
     rate, done = _processing_rate()
-    return Result(
+    verify_messages(0, count)
+    result = Result(
         label,
         rate,
         "tasks/s",
-        RAW1 if worker_count == 1 else RAW2,
-        extra={"tasks": done, "workers": worker_count, "args": list(args)},
+        baseline,
+        extra={
+            "tasks": done,
+            "workers": worker_count,
+            "args": list(args),
+            "statements_per_task": stats["statements"] / done,
+        },
     )
+    _apply_ratio(result, before, after)
+    result.note = f"{stats['statements'] / done:.2f} statements per task (every worker connection)"
+    return result
 
 
 def task_rates(p: Params) -> list[Result]:
@@ -820,18 +1034,33 @@ def task_rates(p: Params) -> list[Result]:
     ]
 
 
+#: The baselines each group is compared with, sampled before and after the group (drains
+#: also sample their own, just around the workers).
+GROUP_BASELINES: dict[str, tuple[str, ...]] = {
+    "enqueue": (RAW1,),
+    "journal": (RAW_INSERT,),
+    "tasks": (RAW1,),
+}
+
+
+def run_group(name: str, p: Params) -> list[Result]:
+    return bracketed(lambda: MEASURES[name](p), GROUP_BASELINES.get(name, ()))
+
+
 MEASURES: dict[str, Callable[[Params], list[Result]]] = {
     "raw": raw_baselines,
     "enqueue": enqueue_rates,
     "processing": processing_rates,
     "sync": sync_latency,
-    "statements": statement_counts,
     "wakeup": wakeup_latency,
     "state": big_state,
     "idle": idle_cost,
     "journal": journal,
     "memory": worker_memory,
-    "contention": contention,
+    "callers": callers,
+    "sustained": sustained,
+    "defaults": django_defaults,
+    "full": sqlite_full,
     "tasks": task_rates,
 }
 #: Measures left out of a default run (they take minutes): ``--only memory`` runs them.

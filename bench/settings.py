@@ -34,7 +34,10 @@ if _db["ENGINE"].endswith("sqlite3"):
         {
             "timeout": 30,
             "transaction_mode": "IMMEDIATE",
-            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            # BENCH_SQLITE_SYNCHRONOUS=FULL: an fsync per commit (the equal-durability runs).
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous="
+            + os.environ.get("BENCH_SQLITE_SYNCHRONOUS", "NORMAL")
+            + ";",
         }
     )
 elif _db["ENGINE"].endswith("postgresql") and not os.environ.get("BENCH_CLIENT_BINDING"):
