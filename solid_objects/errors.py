@@ -72,13 +72,17 @@ class MessageFailed(SolidObjectsError):
 
 
 class SyncTimeout(SolidObjectsError, TimeoutError):
-    """A synchronous call did not finish in time. The durable message is not cancelled."""
+    """A synchronous call did not finish in time. The durable message is not cancelled.
+
+    ``message_reference`` is ``None`` only when the deadline passed before the message was
+    enqueued (``status`` ``"not enqueued"``): then nothing was written.
+    """
 
     def __init__(
         self,
         message: str,
         *,
-        message_reference: MessageHandle,
+        message_reference: MessageHandle | None,
         actor_type: str,
         actor_id: str,
         status: str,

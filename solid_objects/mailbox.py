@@ -219,7 +219,7 @@ def enqueue(
                 raise SyncTimeout(
                     f"{spec.actor_type}/{actor_id}: the instance row stayed locked longer "
                     f"than the deadline; nothing was enqueued",
-                    message_reference=None,  # type: ignore[arg-type]
+                    message_reference=None,
                     actor_type=spec.actor_type,
                     actor_id=actor_id,
                     status="not enqueued",

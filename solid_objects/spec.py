@@ -155,6 +155,7 @@ class Operation:
 
 def query(function: F) -> F:
     """Mark a read-only operation: ordered through the mailbox, state never written."""
+    # A marker on the user's function, which its Callable type does not declare.
     function.__solid_query__ = True  # type: ignore[attr-defined]
     return function
 

@@ -260,7 +260,7 @@ def start_sync(
         raise SyncTimeout(
             f"{reference.actor_type}/{reference.actor_id}: the database stayed locked longer "
             "than the deadline; nothing was enqueued",
-            message_reference=None,  # type: ignore[arg-type]
+            message_reference=None,
             actor_type=reference.actor_type,
             actor_id=reference.actor_id,
             status="not enqueued",

@@ -221,7 +221,7 @@ class SolidObjectsTestMixin:
 
     def _post_teardown(self) -> None:  # Django's hook after each test and its rollback
         try:
-            super()._post_teardown()  # type: ignore[misc]
+            super()._post_teardown()  # type: ignore[misc]  # the TestCase mixed into
         finally:
             reset_runtime_state()
 

@@ -317,6 +317,7 @@ class TurnContext:
         problem = _journal_problem()
         if problem is not None:
             error = ImproperlyConfigured(problem)
+            # errors.is_retryable() reads this attribute; Django's exception declares none.
             error.retryable = False  # type: ignore[attr-defined]
             raise error
         staged = self.staged.activities

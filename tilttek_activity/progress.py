@@ -24,6 +24,7 @@ LOGGERS = ("solid_objects", "tilttek_activity")
 
 def real_stream(stream: Any) -> TextIO:
     """The stream under a Django ``OutputWrapper`` (or ``stream`` itself)."""
+    # OutputWrapper keeps the stream in its private _out, which django-stubs does not declare.
     return getattr(stream, "_out", stream)  # type: ignore[no-any-return]
 
 
