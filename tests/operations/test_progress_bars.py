@@ -36,7 +36,8 @@ def test_prune_draws_one_bar_in_place_and_logs_above_it():
     lines = screen(output)
     bars = [line for line in lines if line.startswith("messages:") and "rows" in line]
     assert len(bars) == 1 and "100%" in bars[0] and "30/30" in bars[0], lines
-    assert lines[0] == "retention pruned 30 messages, 0 instances, 0 processes", lines
+    log = lines.index("retention pruned 30 messages, 0 instances, 0 processes")
+    assert lines.index(bars[0]) == log + 1, lines  # the log line above the bar, whole
     assert output.replace("\r\n", "\n").count("\r") > 3  # refreshed in place
     assert "messages: 30 deleted" in output
 
