@@ -93,6 +93,7 @@ def reset() -> None:
         "messages",
         "instances",
         "processes",
+        "rate_limits",
     ]
     tables = [connection.ops.quote_name(table(name)) for name in names]
     tables += ["tilttek_activity_entry", "tilttek_activity_checkpoint"]

@@ -25,6 +25,7 @@ _actors: dict[str, ActorSpec] = {}
 _effects: dict[str, Callable[..., Any]] = {}
 _effect_policies: dict[str, RetryPolicy] = {}
 _effect_timeouts: dict[str, float] = {}
+_effect_rates: dict[str, float] = {}
 _commit_actions: dict[str, Callable[..., Any]] = {}
 
 
@@ -66,13 +67,17 @@ def effect(
     max_attempts: int | None = None,
     retry_delay: Any = None,
     timeout: float | None = None,
+    rate: str | None = None,
 ) -> Callable[[F], F]:
     """``@solid_objects.effect("payments.charge")`` registers ``handler(arguments, context)``;
     ``max_attempts`` and ``retry_delay`` (seconds or ``attempt -> seconds``) replace the
     ``MAX_ATTEMPTS`` / ``RETRY_DELAY`` settings for this effect; ``timeout`` (seconds)
-    abandons an attempt that runs longer (it fails with ``EffectTimeout`` and is retried)."""
+    abandons an attempt that runs longer (it fails with ``EffectTimeout`` and is retried);
+    ``rate`` (``"10/s"``, ``"100/m"``, ``"500/h"``) caps the attempts of this effect across
+    every worker and host (the slots are held in the database)."""
     checked = policy(max_attempts, retry_delay)
     seconds = _timeout(timeout)
+    interval = rate_interval(rate)
 
     def decorator(function: F) -> F:
         _effects[name] = function
@@ -84,6 +89,10 @@ def effect(
             _effect_timeouts.pop(name, None)
         else:
             _effect_timeouts[name] = seconds
+        if interval is None:
+            _effect_rates.pop(name, None)
+        else:
+            _effect_rates[name] = interval
         return function
 
     return decorator
@@ -97,6 +106,30 @@ def _timeout(value: Any) -> float | None:
     if not 0 < float(value) < float("inf"):
         raise ValueError(f"timeout must be positive finite seconds, got {value!r}")
     return float(value)
+
+
+_PERIODS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def rate_interval(rate: Any) -> float | None:
+    """``"10/s"`` → 0.1 (seconds between two attempts); ``None`` for no limit."""
+    if rate is None:
+        return None
+    if not isinstance(rate, str):
+        raise TypeError(f'rate must be a string such as "10/s", got {rate!r}')
+    count, _, period = rate.strip().partition("/")
+    try:
+        number = float(count)
+    except ValueError:
+        number = float("nan")
+    if period not in _PERIODS or not 0 < number < float("inf"):
+        raise ValueError(f'rate must look like "10/s", "100/m" or "500/h", got {rate!r}')
+    return _PERIODS[period] / number
+
+
+def effect_rate_interval(name: str) -> float | None:
+    """Seconds between two attempts of the effect ``name`` (its ``rate``), or ``None``."""
+    return _effect_rates.get(name)
 
 
 def effect_timeout(name: str) -> float | None:

@@ -33,6 +33,7 @@ SOLID_OBJECTS_DELETE_ORDER = (
     "messages",
     "instances",
     "processes",
+    "rate_limits",
 )
 
 

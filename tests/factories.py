@@ -1,4 +1,4 @@
-"""factory-boy factories for the nine ``solid_objects`` tables.
+"""factory-boy factories for the ``solid_objects`` tables.
 
 Rows are consistent with the schema's checks and with each other: a message's actor fields
 come from its instance and its sequence from the instance's ``next_message_sequence`` (which

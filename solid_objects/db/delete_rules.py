@@ -1,6 +1,6 @@
 """Delete rules enforced by the database: the named foreign keys of migration ``0002``.
 
-Every relation of the nine tables is declared in Django as ``on_delete=DO_NOTHING,
+Every relation of the tables is declared in Django as ``on_delete=DO_NOTHING,
 db_constraint=False`` (see :func:`solid_objects.models.fields.foreign_key`). Django therefore
 creates no foreign key at all, and :class:`AddDeleteRules` creates the real ones, with the
 names of the schema seed and an explicit ``ON DELETE CASCADE / SET NULL / RESTRICT``:

@@ -11,6 +11,7 @@ second callback. Every function takes an open cursor of the caller's transaction
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from .. import payloads
@@ -129,6 +130,21 @@ _FENCE = "id = %s AND status = 'processing' AND claimed_by = %s AND attempt_coun
 
 def _fence_params(row: EffectRow, process_id: str) -> list[Any]:
     return [row.id, process_id, row.attempt]
+
+
+def defer(
+    cursor: Cursor, dialect: Dialect, row: EffectRow, process_id: str, available_at: datetime
+) -> bool:
+    """Hand a claimed effect back, due at ``available_at``, without counting an attempt
+    (its rate limit has no slot before then). ``False``: the claim is gone."""
+    n = dialect.now
+    cursor.execute(
+        f"UPDATE {dialect.t_effects} SET status = 'pending', claimed_by = NULL, "
+        f"claimed_at = NULL, attempt_count = attempt_count - 1, available_at = %s, "
+        f"updated_at = {n} WHERE {_FENCE}",
+        [dialect.adapt_datetime(available_at), *_fence_params(row, process_id)],
+    )
+    return bool(cursor.rowcount == 1)
 
 
 def finish(

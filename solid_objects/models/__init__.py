@@ -1,9 +1,10 @@
-"""The nine tables of ``solid_objects`` (see ``docs/database-schema.md``)."""
+"""The ten tables of ``solid_objects`` (see ``docs/database-schema.md``)."""
 
 from .instances import Instance, InstanceQuerySet
 from .messages import ClaimedMessage, DeadLetter, DeadLetterQuerySet, Message, ReadyMessage
 from .outbox import ACTOR_MESSAGE_EFFECT, TRANSMIT_EFFECT, Broadcast, Effect, EffectQuerySet
 from .processes import Process
+from .rate_limits import RateLimit
 from .reminders import Reminder
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "InstanceQuerySet",
     "Message",
     "Process",
+    "RateLimit",
     "ReadyMessage",
     "Reminder",
 ]

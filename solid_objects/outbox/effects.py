@@ -35,6 +35,7 @@ from django.db import DatabaseError, InterfaceError, OperationalError, connectio
 from .. import payloads, signals
 from ..conf import get_settings
 from ..db import outbox as queries
+from ..db import rate_limits
 from ..db.outbox import ACTOR_MESSAGE, EffectRow
 from ..db.vendors import dialect_for
 from ..errors import (
@@ -43,7 +44,13 @@ from ..errors import (
     is_retryable,
 )
 from ..mailbox import enqueue
-from ..registry import effect_retry_delay, effect_timeout, get_effect, get_spec
+from ..registry import (
+    effect_rate_interval,
+    effect_retry_delay,
+    effect_timeout,
+    get_effect,
+    get_spec,
+)
 from ..runtime.roles import Role
 from ..turn import describe_exception
 from . import actor_messages
@@ -371,9 +378,36 @@ def _announce(attempt: Attempt, outcome: str) -> None:
 
 
 # -- entry points ------------------------------------------------------------------------------
+#: The effect was handed back: its rate limit has no slot for it yet (no attempt counted).
+DEFERRED = "deferred"
+#: How long an attempt may wait for its rate-limit slot while holding its claim; a later
+#: slot hands the effect back, due at that slot.
+MAX_SLOT_WAIT = 1.0
+
+
 def process(alias: str, process_id: str, row: EffectRow) -> str:
-    """Run and record one claimed effect."""
+    """Run and record one claimed effect (after its rate limit's slot, if it has one)."""
+    interval = effect_rate_interval(row.name)
+    if interval is not None and not _wait_for_slot(alias, process_id, row, interval):
+        return DEFERRED
     return record(alias, process_id, execute(row, alias))
+
+
+def _wait_for_slot(alias: str, process_id: str, row: EffectRow, interval: float) -> bool:
+    """Take the next slot of the effect's rate (in the database) and sleep until it; or
+    hand the effect back, due at its slot, when that is more than ``MAX_SLOT_WAIT`` away."""
+    connection = connections[alias]
+    dialect = dialect_for(connection)
+    with transaction.atomic(using=alias), connection.cursor() as cursor:
+        taken, wait, slot = rate_limits.take_slot(
+            cursor, dialect, alias, row.name, interval, MAX_SLOT_WAIT
+        )
+        if not taken:
+            queries.defer(cursor, dialect, row, process_id, slot)
+            return False
+    if wait > 0:
+        time.sleep(wait)
+    return True
 
 
 def run_pending_effects(using: str | None = None, *, limit: int = 1000) -> int:

@@ -86,6 +86,17 @@ SCHEMA: dict[str, Table] = {
         foreign_keys={},
         postgres_implicit=[("id",)],
     ),
+    "rate_limits": Table(
+        columns={
+            "id": AUTO_ID,
+            "name": BINARY_IDENTIFIER,
+            "next_slot_at": DATETIME,
+            **TIMESTAMPS,
+        },
+        indexes={"idx_so_rate_limits_name": unique("name")},
+        checks=frozenset(),
+        foreign_keys={},
+    ),
     "instances": Table(
         columns={
             "id": AUTO_ID,

@@ -25,7 +25,7 @@ def catalogue() -> Catalogue:
     return catalogue_for(connection)
 
 
-def test_the_nine_tables_exist_under_the_prefix(catalogue: Catalogue) -> None:
+def test_the_ten_tables_exist_under_the_prefix(catalogue: Catalogue) -> None:
     ours = {name for name in catalogue.tables() if name.startswith(table(""))}
     assert ours == {table(name) for name in SCHEMA}
 
