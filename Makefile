@@ -41,7 +41,7 @@ ifneq ($(strip $(shell cat $(STAMP) 2>/dev/null)),$(strip $(INSTALL_SPEC)))
 .PHONY: $(STAMP)
 endif
 
-.PHONY: help venv sysdeps browser-sysdeps test test-adversarial test-browser demo lint typecheck format bench docs docs-serve dist tox clean
+.PHONY: help venv sysdeps browser-sysdeps test test-adversarial test-browser demo lint typecheck format bench bench-peers docs docs-serve dist tox clean
 
 help:
 	@echo "make demo    run the example shop (web server + workers) on http://$(DEMO_HOST):$(DEMO_PORT)/"
@@ -52,6 +52,7 @@ help:
 	@echo "make typecheck  mypy --strict with django-stubs on solid_objects and tilttek_activity"
 	@echo "make format  ruff format + ruff check --fix"
 	@echo "make bench   python -m bench (on DATABASE_URL)"
+	@echo "make bench-peers  the same workloads against procrastinate, dj-queue, the Node sibling"
 	@echo "make docs    build the documentation site strictly into site/ (docs-serve: serve it)"
 	@echo "make dist    build the sdist and the wheel into dist/ and check them (twine --strict)"
 	@echo "make venv    create $(VENV) and install the project with extras [$(EXTRAS)]"
@@ -152,6 +153,11 @@ format: $(STAMP)
 bench: $(STAMP)
 	@test -f bench/__main__.py || { echo "bench: the benchmark package (bench/__main__.py) is not there yet" >&2; exit 1; }
 	$(PY) -m bench $(BENCH_ARGS)
+
+# The project beside its peers (procrastinate, dj-queue, the solid-objects Node package), each
+# installed from its registry into .bench-peers/ (git-ignored), alternated in one run.
+bench-peers: $(STAMP)
+	$(PY) -m bench.peers $(BENCH_PEERS_ARGS)
 
 # The documentation site (mkdocs.yml): --strict makes every warning, such as a link to a missing
 # page or anchor, an error. The test suite runs the same build (tests/release/test_docs_site.py).

@@ -467,6 +467,7 @@ def _drain(
     baseline: str = RAW1,
     prepare: Callable[[str], None] | None = None,
     env: dict[str, str] | None = None,
+    args: tuple[str, ...] = (),
 ) -> list[Result]:
     """Enqueue, then drain with real worker processes between two baseline samples; verify
     every message and every counter; count the statements of every worker connection."""
@@ -478,14 +479,18 @@ def _drain(
     _fill(actors, per_actor, prefix)
     before = sample(baseline)
     stats: dict[str, int] = {}
-    with workers(worker_count, overrides, env=env, stats=stats) as procs:
+    with workers(worker_count, overrides, args, env=env, stats=stats) as procs:
         _wait_drained(600, procs)
     after = sample(baseline)
     rate, count = _processing_rate(watermark)
     verify_messages(watermark, actors * per_actor)
     verify_counters(prefix, actors, per_actor)
     result = Result(
-        label, rate, "msg/s", baseline, extra={"messages": count, "workers": worker_count}
+        label,
+        rate,
+        "msg/s",
+        baseline,
+        extra={"messages": count, "workers": worker_count, "args": list(args)},
     )
     _apply_ratio(result, before, after)
     per_message = Result(
