@@ -436,10 +436,22 @@ def enqueue_rates(p: Params) -> list[Result]:
         refs[i % len(refs)].enqueue().add(1)
     many = p.enqueue_count / (time.perf_counter() - start)
     many_statements = (statements.count() - before) / p.enqueue_count
-    verify_messages(0, 2 * p.enqueue_count, completed=False)  # nothing runs them here
+    from solid_objects import enqueue_many
+
+    batch = [(refs[i % len(refs)], "add", {"amount": 1}) for i in range(500)]
+    rounds = max(1, p.enqueue_count * 4 // len(batch))
+    before = statements.count()
+    start = time.perf_counter()
+    for _ in range(rounds):
+        enqueue_many(batch)
+    bulk = rounds * len(batch) / (time.perf_counter() - start)
+    bulk_statements = (statements.count() - before) / (rounds * len(batch))
+    verify_messages(0, 2 * p.enqueue_count + rounds * len(batch), completed=False)
     return [
         Result("async enqueue, one actor", hot, "msg/s", RAW1),
         Result("async enqueue, 200 actors", many, "msg/s", RAW1),
+        Result("enqueue_many(), batches of 500 over 200 actors", bulk, "msg/s", RAW1),
+        Result("statements per message, enqueue_many()", bulk_statements, "statements"),
         Result("statements per async enqueue, one actor", hot_statements, "statements"),
         Result("statements per async enqueue, 200 actors", many_statements, "statements"),
     ]

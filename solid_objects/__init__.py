@@ -33,7 +33,14 @@ from .errors import (
     UnknownActorType,
     UnknownOperation,
 )
-from .references import ActorReference, AsyncReference, MessageReference, Snapshot, ref
+from .references import (
+    ActorReference,
+    AsyncReference,
+    MessageReference,
+    Snapshot,
+    enqueue_many,
+    ref,
+)
 from .registry import commit_action, effect, register
 from .retry_policy import retry
 
@@ -73,6 +80,7 @@ __all__ = [
     "attribute",
     "commit_action",
     "effect",
+    "enqueue_many",
     "migrate_state",
     "observable",
     "query",

@@ -12,6 +12,7 @@ message commits or rolls back with the caller's own writes (a transactional outb
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
 from collections.abc import Callable
@@ -246,6 +247,7 @@ def _write(
     settings: Any,
     lock_wait: float | None,
     then: Callable[[Any, Enqueued], Any] | None = None,
+    savepoint: bool = True,
 ) -> Enqueued:
     if lock_wait is not None and dialect.lock_wait_before_begin:
         # SQLite's BEGIN IMMEDIATE itself waits for the write lock: bound it before.
@@ -269,7 +271,10 @@ def _write(
         finally:
             with connection.cursor() as cursor:
                 dialect.unbound(cursor, token)
-    with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+    with (
+        transaction.atomic(using=connection.alias, savepoint=savepoint),
+        connection.cursor() as cursor,
+    ):
         token = None
         if lock_wait is not None:
             token = dialect.bound_lock_wait(cursor, lock_wait)
@@ -330,6 +335,99 @@ def _write(
             if token is not None:
                 dialect.unbound(cursor, token)
     return enqueued
+
+
+@dataclass(frozen=True, slots=True)
+class BatchItem:
+    """One message of :func:`enqueue_many`: its actor, operation and bound arguments."""
+
+    spec: ActorSpec
+    actor_id: str
+    operation: str
+    arguments: dict[str, Any]
+    idempotency_key: str | None = None
+    available_at: datetime | None = None
+
+
+def enqueue_many(
+    items: list[BatchItem],
+    *,
+    using: str | None = None,
+    then: Callable[[Any, Enqueued], Any] | None = None,
+) -> list[Enqueued]:
+    """Append many asynchronous messages in one transaction (one commit for the batch, no
+    savepoint per message); return them in order (the existing message for a key already
+    used with the same operation and arguments, as :func:`enqueue` does).
+
+    Every item is validated and encoded before any SQL runs: one bad item raises its typed
+    error and writes nothing. Inside the caller's ``transaction.atomic()`` the batch commits
+    or rolls back with the caller's writes. A key raced by a concurrent enqueue makes the
+    batch run again from the start (its keys then find the winner's messages)."""
+    settings = get_settings()
+    alias = using or settings.DATABASE
+    if inside_turn():
+        raise ActorCallCycle(
+            "actor code cannot call or enqueue to actors directly; use self.send_to(ref).op()"
+        )
+    connection = connections[alias]
+    dialect = dialect_for(connection)
+    encoded = [
+        prepare(
+            item.spec,
+            item.actor_id,
+            item.operation,
+            item.arguments,
+            delivery_mode="async",
+            idempotency_key=item.idempotency_key,
+            available_at=item.available_at,
+            dialect=dialect,
+            settings=settings,
+        )
+        for item in items
+    ]
+    keys = [(i.spec.actor_type, i.actor_id, i.idempotency_key) for i in items if i.idempotency_key]
+    if len(set(keys)) != len(keys):
+        raise InvalidPayload("enqueue_many() got one idempotency key twice for the same actor")
+    if not items:
+        return []
+    outer = connection.in_atomic_block
+    for attempt in range(5):
+        try:
+            with transaction.atomic(using=alias, savepoint=outer):
+                written = [
+                    _write(
+                        connection,
+                        dialect,
+                        item.spec,
+                        item.actor_id,
+                        item.operation,
+                        arguments_json,
+                        "async",
+                        item.idempotency_key,
+                        item.available_at,
+                        settings,
+                        None,
+                        None,
+                        savepoint=False,
+                    )
+                    for item, arguments_json in zip(items, encoded, strict=True)
+                ]
+                if then is not None:
+                    then(None, written[-1])
+            break
+        except IntegrityError:
+            if not keys or attempt == 4:
+                raise
+        except OperationalError as exc:
+            if outer or not _is_deadlock(exc) or attempt == 4:
+                raise
+            time.sleep(0.005 * (attempt + 1))
+    for item, enqueued in zip(items, written, strict=True):
+        if enqueued.created:
+            transaction.on_commit(
+                functools.partial(_enqueued, item.spec, item.actor_id, enqueued), using=alias
+            )
+    return written
 
 
 def _same_or_conflict(

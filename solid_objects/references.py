@@ -8,6 +8,7 @@ values that :func:`message_reference` wraps, and the sync path waits on any
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeVar
@@ -20,8 +21,16 @@ from .conf import get_settings
 from .db.connections import Attempt, recovering
 from .db.dialect import as_datetime
 from .db.vendors import dialect_for
-from .errors import MessageFailed, Rejected, SyncTimeout
-from .mailbox import Enqueued, bind, enqueue, validate_available_at, validate_identifier
+from .errors import InvalidPayload, MessageFailed, Rejected, SyncTimeout
+from .mailbox import (
+    BatchItem,
+    Enqueued,
+    bind,
+    enqueue,
+    validate_available_at,
+    validate_identifier,
+)
+from .mailbox import enqueue_many as _enqueue_many
 from .messages import MessageOutcome
 from .registry import get_spec
 from .spec import ActorAddress, ActorSpec
@@ -257,6 +266,54 @@ class _EnqueueCalls(Generic[A]):
 
         send.__name__ = name
         return send
+
+
+def enqueue_many(
+    messages: Iterable[tuple[Any, str, dict[str, Any]]], *, using: str | None = None
+) -> list[MessageReference[Any]]:
+    """Enqueue many asynchronous messages in one transaction; return their references in
+    order. Each message is ``(target, operation, kwargs)``: ``target`` a reference
+    (``Cart.ref("alice")``) or its enqueue options (``Cart.ref("alice").enqueue(
+    idempotency_key="k", available_at=when)``). Every message is checked first (the same
+    typed errors as ``ref.enqueue().op(...)``); one bad message writes nothing."""
+    items = []
+    for message in messages:
+        if not isinstance(message, tuple) or len(message) != 3:
+            raise InvalidPayload(
+                "enqueue_many() takes (reference, operation, kwargs) tuples, got "
+                f"{payloads.short_repr(message)}"
+            )
+        target, operation_name, kwargs = message
+        available_at = idempotency_key = None
+        if isinstance(target, _EnqueueCalls):
+            available_at = target._available_at
+            idempotency_key = target._idempotency_key
+            target = target._ref
+        if not isinstance(target, ActorReference):
+            raise InvalidPayload(
+                f"enqueue_many(): {payloads.short_repr(target)} is not an actor reference"
+            )
+        if not isinstance(kwargs, dict):
+            raise InvalidPayload("enqueue_many(): the arguments must be a dict of keywords")
+        operation = target.spec.operation(operation_name)
+        items.append(
+            BatchItem(
+                target.spec,
+                target.actor_id,
+                operation.name,
+                bind(operation, (), kwargs),
+                idempotency_key,
+                available_at,
+            )
+        )
+    alias = using or get_settings().DATABASE
+
+    def write(attempt: Attempt) -> list[Enqueued]:
+        return _enqueue_many(items, using=alias, then=attempt.committing)
+
+    keyed = all(item.idempotency_key is not None for item in items)
+    written = recovering(alias, "enqueue_many", write, idempotent=keyed)
+    return [message_reference(enqueued) for enqueued in written]
 
 
 class AsyncReference(Generic[A]):

@@ -1,0 +1,143 @@
+"""``enqueue_many()``: many asynchronous messages in one transaction, with the validation,
+typed errors and idempotency keys of a single enqueue."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+
+from solid_objects import (
+    IdempotencyConflict,
+    InvalidArguments,
+    InvalidPayload,
+    MailboxFull,
+    PayloadTooLarge,
+    UnknownOperation,
+    enqueue_many,
+)
+from solid_objects.models import Instance, Message, ReadyMessage
+from tests.testapp.actors.core import Counter
+
+from .helpers import drain, instance_of
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def assert_nothing_written() -> None:
+    assert Instance.objects.count() == 0
+    assert Message.objects.count() == 0
+    assert ReadyMessage.objects.count() == 0
+
+
+def test_many_actors_and_one_actor_in_one_batch(owner):
+    refs = [Counter.ref(f"bulk-{n}") for n in range(5)]
+    batch = [(ref, "add", {"amount": n + 1}) for n, ref in enumerate(refs)]
+    batch += [(refs[0], "append", {"n": n}) for n in range(3)]
+    sent = enqueue_many(batch)
+
+    assert [m.actor_id for m in sent] == [r.actor_id for r in refs] + ["bulk-0"] * 3
+    assert [m.sequence for m in sent] == [1, 1, 1, 1, 1, 2, 3, 4]
+    assert Message.objects.count() == 8
+    assert ReadyMessage.objects.count() == 8
+    for ref in refs:
+        drain(instance_of("tests.counter", ref.actor_id).id, owner)
+    assert [ref.snapshot().value for ref in refs] == [1, 2, 3, 4, 5]
+    assert refs[0].snapshot().seen == [0, 1, 2]
+
+
+def test_one_commit_for_the_whole_batch():
+    batch = [(Counter.ref(f"commit-{n}"), "add", {"amount": 1}) for n in range(20)]
+    with CaptureQueriesContext(connection) as queries:
+        enqueue_many(batch)
+    logged = [q["sql"].upper() for q in queries.captured_queries]
+    # One transaction, no savepoint per message, fewer statements than twenty enqueues.
+    assert logged.count("COMMIT") == 1
+    assert not [sql for sql in logged if "SAVEPOINT" in sql]
+    with CaptureQueriesContext(connection) as single:
+        Counter.ref("commit-single").enqueue().add(1)
+    assert len(logged) < 20 * len(single.captured_queries)
+    assert ReadyMessage.objects.count() == 21
+
+
+def test_idempotency_keys_are_honoured_within_and_across_batches():
+    ref = Counter.ref("keys")
+    first = enqueue_many(
+        [(ref.enqueue(idempotency_key="k1"), "add", {"amount": 1}), (ref, "add", {"amount": 2})]
+    )
+    again = enqueue_many(
+        [
+            (ref.enqueue(idempotency_key="k1"), "add", {"amount": 1}),
+            (ref.enqueue(idempotency_key="k2"), "add", {"amount": 3}),
+        ]
+    )
+    assert again[0].id == first[0].id
+    assert Message.objects.filter(instance__actor_id="keys").count() == 3
+    with pytest.raises(IdempotencyConflict):
+        enqueue_many(
+            [
+                (Counter.ref("keys-other"), "add", {"amount": 1}),
+                (ref.enqueue(idempotency_key="k1"), "add", {"amount": 99}),
+            ]
+        )
+    # The conflicting batch wrote nothing, not even its first message.
+    assert not Instance.objects.filter(actor_id="keys-other").exists()
+    with pytest.raises(InvalidPayload):
+        enqueue_many(
+            [
+                (ref.enqueue(idempotency_key="dup"), "add", {"amount": 1}),
+                (ref.enqueue(idempotency_key="dup"), "add", {"amount": 1}),
+            ]
+        )
+
+
+@pytest.mark.parametrize(
+    ("bad", "error"),
+    [
+        ((Counter.ref("bad"), "no_such_operation", {}), UnknownOperation),
+        ((Counter.ref("bad"), "add", {"nope": 1}), InvalidArguments),
+        ((Counter.ref("bad"), "add", {"amount": object()}), InvalidPayload),
+        (("not a reference", "add", {}), InvalidPayload),
+        ((Counter.ref("bad"), "add"), InvalidPayload),
+        ((Counter.ref("bad"), "add", [1]), InvalidPayload),
+    ],
+)
+def test_one_bad_message_writes_nothing(bad, error):
+    with pytest.raises(error):
+        enqueue_many([(Counter.ref("good"), "add", {"amount": 1}), bad])
+    assert_nothing_written()
+
+
+def test_payload_and_mailbox_limits(solid_settings):
+    solid_settings(MAX_PAYLOAD_BYTES=1000, MAX_MAILBOX_LENGTH=3)
+    with pytest.raises(PayloadTooLarge):
+        enqueue_many([(Counter.ref("big"), "append", {"n": "x" * 2000})])
+    assert_nothing_written()
+    ref = Counter.ref("full")
+    with pytest.raises(MailboxFull):
+        enqueue_many([(ref, "add", {"amount": 1})] * 4)
+    assert_nothing_written()  # the whole batch rolled back
+    enqueue_many([(ref, "add", {"amount": 1})] * 3)
+    assert Message.objects.count() == 3
+
+
+def test_available_at_and_the_callers_transaction():
+    later = datetime.now(UTC) + timedelta(hours=1)
+    with transaction.atomic():
+        enqueue_many([(Counter.ref("later").enqueue(available_at=later), "add", {"amount": 1})])
+        assert connection.in_atomic_block
+        transaction.set_rollback(True)  # the caller's transaction rolls back: so does the batch
+    assert_nothing_written()
+    with transaction.atomic():
+        (sent,) = enqueue_many(
+            [(Counter.ref("later").enqueue(available_at=later), "add", {"amount": 1})]
+        )
+    stored = ReadyMessage.objects.get(message_id=sent.id)
+    assert abs((stored.available_at - later).total_seconds()) < 1
+
+
+def test_an_empty_batch_writes_nothing():
+    assert enqueue_many([]) == []
+    assert_nothing_written()
