@@ -49,6 +49,11 @@ class OutcomeError(AssertionError):
     wrong state): the measure fails instead of publishing a rate."""
 
 
+class WorkerExited(OutcomeError):
+    """A worker process stopped before the drain ended (a signal from outside the run): the
+    drain is run again from the start, once."""
+
+
 @dataclass
 class Params:
     enqueue_count: int = 1000
@@ -188,7 +193,7 @@ def workers(
         shutil.rmtree(folder, ignore_errors=True)
     if stats is not None:
         if killed or reports != count:
-            raise OutcomeError(f"{count - reports} worker(s) exited without a statement count")
+            raise WorkerExited(f"{count - reports} worker(s) exited without a statement count")
         stats["statements"] = total
 
 
@@ -207,7 +212,7 @@ def _wait_drained(timeout: float, procs: list[subprocess.Popen[bytes]] | None = 
             raise TimeoutError("workers did not drain the mailboxes in time")
         for proc in procs or ():
             if proc.poll() is not None:
-                raise OutcomeError(f"a worker exited early (status {proc.returncode})")
+                raise WorkerExited(f"a worker exited early (status {proc.returncode})")
         time.sleep(0.05)
 
 
@@ -483,6 +488,30 @@ def _drain(
 ) -> list[Result]:
     """Enqueue, then drain with real worker processes between two baseline samples; verify
     every message and every counter; count the statements of every worker connection."""
+    try:
+        return _drain_once(
+            label, actors, per_actor, worker_count, overrides, baseline, prepare, env, args
+        )
+    except WorkerExited as exc:
+        print(f"  {label}: {exc}; running the drain again", file=sys.stderr)
+        results = _drain_once(
+            label, actors, per_actor, worker_count, overrides, baseline, prepare, env, args
+        )
+        results[0].extra["rerun_because"] = str(exc)
+        return results
+
+
+def _drain_once(
+    label: str,
+    actors: int,
+    per_actor: int,
+    worker_count: int,
+    overrides: dict[str, Any] | None,
+    baseline: str,
+    prepare: Callable[[str], None] | None,
+    env: dict[str, str] | None,
+    args: tuple[str, ...],
+) -> list[Result]:
     reset()
     prefix = _slug(label)
     if prepare is not None:
