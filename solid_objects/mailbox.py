@@ -24,6 +24,7 @@ from django.db import IntegrityError, OperationalError, connections, transaction
 
 from . import payloads, signals
 from .conf import get_settings
+from .db.dialect import Dialect
 from .db.vendors import dialect_for
 from .errors import (
     ActorCallCycle,
@@ -107,7 +108,7 @@ def prepare(
     delivery_mode: str,
     idempotency_key: Any,
     available_at: Any,
-    dialect: Any,
+    dialect: Dialect,
     settings: Any,
 ) -> str:
     """Check everything a message needs before any SQL runs (so bad input writes nothing,
@@ -236,7 +237,7 @@ def enqueue(
 
 def _write(
     connection: Any,
-    dialect: Any,
+    dialect: Dialect,
     spec: ActorSpec,
     actor_id: str,
     operation: str,
