@@ -113,8 +113,10 @@ class Actor:
         every: Any = None,
         missed: str = "latest",
         key: str | None = None,
+        cron: str | None = None,
+        tz: str | None = None,
     ) -> Any:
-        return self._require_context().schedule(at, delay, every, missed, key)
+        return self._require_context().schedule(at, delay, every, missed, key, cron, tz)
 
     def unschedule(self, op: str | Callable[..., Any], key: str | None = None) -> None:
         self._require_context().unschedule(op, key)

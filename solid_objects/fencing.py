@@ -351,6 +351,8 @@ def _write_effects_and_reminders(
             if reminder.interval_seconds is None
             else Decimal(f"{reminder.interval_seconds:.6f}"),
             missed_policy=reminder.missed_policy,
+            cron=reminder.cron,
+            time_zone=reminder.time_zone,
         ):
             staged.replaced_reminders.append(reminder.name)
     if any(not reminder.cancel for reminder in staged.reminders):

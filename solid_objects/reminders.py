@@ -28,7 +28,7 @@ from typing import Any
 
 from django.db import DatabaseError, InterfaceError, OperationalError, connections, transaction
 
-from . import signals
+from . import cron, signals
 from .conf import get_settings
 from .db import reminders as queries
 from .db.dialect import Dialect
@@ -67,6 +67,13 @@ class Fired:
 # -- firing ----------------------------------------------------------------------------------
 def plan(reminder: DueReminder, now: datetime) -> tuple[int, int]:
     """``(messages to enqueue, slots the schedule advances)`` for a due reminder."""
+    if reminder.cron is not None:
+        if reminder.missed_policy == "all":
+            count = cron.due_slots(
+                reminder.cron, _zone(reminder), reminder.next_run_at, now, MAX_CATCH_UP
+            )
+            return count, count
+        return 1, 0  # "latest": the next run is the first slot after now (_next_run)
     if reminder.interval is None:
         return 1, 1
     slots = (now - reminder.next_run_at) // reminder.interval + 1
@@ -74,6 +81,22 @@ def plan(reminder: DueReminder, now: datetime) -> tuple[int, int]:
         count = min(slots, MAX_CATCH_UP)
         return count, count
     return 1, slots
+
+
+def _zone(reminder: DueReminder) -> str:
+    return reminder.time_zone or "UTC"
+
+
+def _next_cron_run(
+    reminder: DueReminder, now: datetime, slots: int, consumed: int, complete: bool
+) -> datetime:
+    """The next run of a fired cron reminder: the first slot after ``now`` (``latest``), or
+    the slot after the last one enqueued (``all``)."""
+    assert reminder.cron is not None
+    advanced = slots if complete else consumed
+    if advanced == 0:  # "latest": every missed slot coalesced into the one message
+        return cron.next_after(reminder.cron, _zone(reminder), now)
+    return cron.following(reminder.cron, _zone(reminder), reminder.next_run_at, advanced)[-1]
 
 
 def _fire(
@@ -132,6 +155,15 @@ def _fire(
             reminder.id,
             occurrence=occurrence,
             next_run_at=later,
+            status="scheduled",
+        )
+    elif reminder.cron is not None:
+        queries.advance(
+            cursor,
+            dialect,
+            reminder.id,
+            occurrence=occurrence,
+            next_run_at=_next_cron_run(reminder, now, slots, consumed, failure is None),
             status="scheduled",
         )
     elif reminder.interval is None:

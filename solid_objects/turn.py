@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 from django.apps import apps
 from django.core.exceptions import ImproperlyConfigured
+from django.utils import timezone
 
 from tilttek_activity.conf import get_settings as activity_settings
 from tilttek_activity.staging import StagedActivities
 
-from . import payloads
+from . import cron, payloads
 from .conf import get_settings
 from .errors import (
     ApplicationWriteForbidden,
@@ -75,6 +76,8 @@ class StagedReminder:
     interval_seconds: float | None
     missed_policy: str
     cancel: bool = False
+    cron: str | None = None
+    time_zone: str | None = None
 
 
 @dataclass(slots=True)
@@ -154,8 +157,26 @@ class _SendProxy:
 
 class _ScheduleProxy:
     def __init__(
-        self, context: TurnContext, at: Any, delay: Any, every: Any, missed: str, key: str | None
+        self,
+        context: TurnContext,
+        at: Any,
+        delay: Any,
+        every: Any,
+        missed: str,
+        key: str | None,
+        cron_expression: Any = None,
+        tz: Any = None,
     ) -> None:
+        self._cron: tuple[str, str] | None = None
+        if cron_expression is not None:
+            if every is not None:
+                raise InvalidPayload("schedule() takes cron= or every=, not both")
+            if at is not None or delay is not None:
+                raise InvalidPayload("schedule(cron=...) takes no at= or delay=")
+            self._cron = cron.validate(cron_expression, "UTC" if tz is None else tz)
+            at = cron.next_after(*self._cron, timezone.now())
+        elif tz is not None:
+            raise InvalidPayload("schedule(tz=...) needs cron=")
         if (at is None) == (delay is None):
             raise InvalidPayload("schedule() needs exactly one of at= or delay=")
         if missed not in ("latest", "all"):
@@ -197,6 +218,8 @@ class _ScheduleProxy:
                     delay=self._delay,
                     interval_seconds=self._every,
                     missed_policy=self._missed,
+                    cron=None if self._cron is None else self._cron[0],
+                    time_zone=None if self._cron is None else self._cron[1],
                 )
             )
 
@@ -275,9 +298,16 @@ class TurnContext:
         return _SendProxy(self, ref, available_at, idempotency_key)
 
     def schedule(
-        self, at: Any, delay: Any, every: Any, missed: str, key: str | None
+        self,
+        at: Any,
+        delay: Any,
+        every: Any,
+        missed: str,
+        key: str | None,
+        cron_expression: Any = None,
+        tz: Any = None,
     ) -> _ScheduleProxy:
-        return _ScheduleProxy(self, at, delay, every, missed, key)
+        return _ScheduleProxy(self, at, delay, every, missed, key, cron_expression, tz)
 
     def unschedule(self, op: Any, key: str | None) -> None:
         operation = op if isinstance(op, str) else getattr(op, "__name__", str(op))

@@ -398,6 +398,8 @@ class Dialect:
         delay: float,
         interval: Any,
         missed_policy: str,
+        cron: str | None = None,
+        time_zone: str | None = None,
     ) -> bool:
         """Schedule the named reminder (at ``at``, else ``delay`` seconds from now);
         ``True`` when an existing one was moved."""

@@ -234,19 +234,19 @@ CANCEL_REMINDER = (
 #: A named reminder moved (``{next_run_at}``: a parameter, or ``{later:delay}``).
 MOVE_REMINDER = (
     "UPDATE {t_reminders} SET operation = %(operation)s, arguments = %(arguments)s{json_cast}, "
-    "next_run_at = {next_run_at}, interval_seconds = %(interval)s, "
-    "missed_policy = %(missed_policy)s, status = 'scheduled', claimed_by = NULL, "
-    "claimed_at = NULL, updated_at = {now} WHERE instance_id = %(instance_id)s "
+    "next_run_at = {next_run_at}, interval_seconds = %(interval)s, cron = %(cron)s, "
+    "time_zone = %(time_zone)s, missed_policy = %(missed_policy)s, status = 'scheduled', "
+    "claimed_by = NULL, claimed_at = NULL, updated_at = {now} WHERE instance_id = %(instance_id)s "
     "AND name = %(name)s"
 )
 
 #: A named reminder created (when :data:`MOVE_REMINDER` found none).
 INSERT_REMINDER = (
     "INSERT INTO {t_reminders} (instance_id, actor_type, actor_id, name, operation, "
-    "arguments, next_run_at, interval_seconds, occurrence, missed_policy, status, "
-    "created_at, updated_at) VALUES (%(instance_id)s, %(actor_type)s, %(actor_id)s, "
-    "%(name)s, %(operation)s, %(arguments)s{json_cast}, {next_run_at}, %(interval)s, 0, "
-    "%(missed_policy)s, 'scheduled', {now}, {now})"
+    "arguments, next_run_at, interval_seconds, cron, time_zone, occurrence, missed_policy, "
+    "status, created_at, updated_at) VALUES (%(instance_id)s, %(actor_type)s, %(actor_id)s, "
+    "%(name)s, %(operation)s, %(arguments)s{json_cast}, {next_run_at}, %(interval)s, "
+    "%(cron)s, %(time_zone)s, 0, %(missed_policy)s, 'scheduled', {now}, {now})"
 )
 
 #: One ``pending`` broadcast per observable a turn changed (``{rows}``).
@@ -641,6 +641,8 @@ def upsert_reminder(
     delay: float,
     interval: Any,
     missed_policy: str,
+    cron: str | None = None,
+    time_zone: str | None = None,
 ) -> bool:
     """Move the named reminder, or create it; ``True`` when an existing one was moved."""
     params: dict[str, Any] = {
@@ -654,6 +656,8 @@ def upsert_reminder(
         if interval is None
         else dialect.ops.adapt_decimalfield_value(interval, 20, 6),
         "missed_policy": missed_policy,
+        "cron": cron,
+        "time_zone": time_zone,
     }
     if at is not None:
         next_run_at = "%(at)s"

@@ -42,7 +42,7 @@ DELETE_OF_INSTANCES = "DELETE FROM {t_reminders} WHERE instance_id IN ({ids})"
 #: The reminders among some ids that are still due, locked, with the database clock.
 DUE_ROWS = (
     "SELECT id, instance_id, actor_type, actor_id, name, operation, arguments{as_text}, "
-    "next_run_at, interval_seconds, occurrence, missed_policy, {now} "
+    "next_run_at, interval_seconds, occurrence, missed_policy, cron, time_zone, {now} "
     "FROM {t_reminders} WHERE id IN ({ids}) AND status = 'scheduled' "
     "AND next_run_at <= {clock} ORDER BY next_run_at, id{for_update}"
 )
@@ -69,6 +69,8 @@ class DueReminder:
     interval: timedelta | None
     occurrence: int
     missed_policy: str
+    cron: str | None = None
+    time_zone: str | None = None
 
 
 def _clock(dialect: Dialect, now: datetime | None) -> tuple[str, dict[str, Any]]:
@@ -131,11 +133,13 @@ def due_rows(
             interval=_interval(row[8]),
             occurrence=int(row[9]),
             missed_policy=row[10],
+            cron=row[11],
+            time_zone=row[12],
         )
         for row in rows
     ]
     if now is None:
-        now = _aware(rows[0][11]) if rows else datetime.now(UTC)
+        now = _aware(rows[0][13]) if rows else datetime.now(UTC)
     return reminders, now
 
 

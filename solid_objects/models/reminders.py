@@ -27,6 +27,9 @@ class Reminder(models.Model):
     arguments = models.JSONField()
     next_run_at = models.DateTimeField()
     interval_seconds = models.DecimalField(max_digits=20, decimal_places=6, null=True, blank=True)
+    # A cron reminder: its expression and IANA time zone (``interval_seconds`` is then NULL).
+    cron = models.CharField(max_length=191, null=True, blank=True)
+    time_zone = models.CharField(max_length=64, null=True, blank=True)
     occurrence = models.BigIntegerField(default=0, db_default=0)
     missed_policy = models.CharField(
         max_length=32, default=MissedPolicy.LATEST, db_default=MissedPolicy.LATEST

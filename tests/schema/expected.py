@@ -229,6 +229,8 @@ SCHEMA: dict[str, Table] = {
             "arguments": JSON,
             "next_run_at": DATETIME,
             "interval_seconds": Col("decimal", (20, 6), null=True),
+            "cron": string(191, null=True),
+            "time_zone": string(64, null=True),
             "occurrence": Col("bigint", default="0"),
             "missed_policy": string(32, default="latest"),
             "status": string(32, default="scheduled"),

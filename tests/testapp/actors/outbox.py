@@ -211,6 +211,8 @@ class Alarm(Actor):
         missed: str = "latest",
         key: str | None = None,
         label: str = "ring",
+        cron: str | None = None,
+        tz: str | None = None,
     ) -> None:
         self.schedule(
             delay=delay,
@@ -218,6 +220,8 @@ class Alarm(Actor):
             every=every,
             missed=missed,
             key=key,
+            cron=cron,
+            tz=tz,
         ).ring(label=label)
 
     def cancel(self, key: str | None = None) -> None:
