@@ -11,11 +11,25 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from cronsim import CronSim, CronSimError
-
 from .errors import InvalidPayload
+
+if TYPE_CHECKING:
+    from cronsim import CronSim
+
+
+def _cron_sim(expression: str, start: datetime) -> CronSim:
+    # Imported when a cron expression is evaluated, so an environment installed before
+    # cronsim became a dependency keeps working until it uses cron reminders.
+    from cronsim import CronSim, CronSimError
+
+    try:
+        return CronSim(expression, start)
+    except CronSimError as exc:
+        raise InvalidPayload(f"invalid cron expression {expression!r}: {exc}") from exc
+
 
 #: The longest expression a reminder row holds.
 MAX_EXPRESSION_LENGTH = 191
@@ -39,18 +53,14 @@ def validate(expression: object, tz: object) -> tuple[str, str]:
         raise InvalidPayload(f"cron must be a cron expression string, got {expression!r}")
     if len(expression) > MAX_EXPRESSION_LENGTH:
         raise InvalidPayload(f"cron expression longer than {MAX_EXPRESSION_LENGTH} characters")
-    zone = time_zone(tz)
-    try:
-        CronSim(expression, datetime.now(zone))
-    except CronSimError as exc:
-        raise InvalidPayload(f"invalid cron expression {expression!r}: {exc}") from exc
+    _cron_sim(expression, datetime.now(time_zone(tz)))
     return expression, str(tz)
 
 
 def _slots(expression: str, tz: str, after: datetime) -> Iterator[datetime]:
     zone = ZoneInfo(tz)
     # cronsim yields slots strictly after its start, which it truncates to the minute.
-    for slot in CronSim(expression, after.astimezone(zone)):
+    for slot in _cron_sim(expression, after.astimezone(zone)):
         yield slot.astimezone(UTC)
 
 
