@@ -43,6 +43,7 @@ from django.utils.module_loading import import_string
 
 from .conf import DEFAULTS, SECONDS, WAKE_UP_CHOICES
 from .db.vendors import dialect_for
+from .schedules import problems as schedule_problems
 
 TAG = "solid_objects"
 
@@ -396,6 +397,15 @@ def _redis_url(values: Mapping[str, Any]) -> Iterator[CheckMessage]:
         yield _error("REDIS_URL", f"must be None or a URL starting with {schemes}", "E009", url)
 
 
+def _schedules(values: Mapping[str, Any]) -> Iterator[CheckMessage]:
+    for problem in schedule_problems(values["SCHEDULES"]):
+        yield Error(
+            f"{name('SCHEDULES')}: {problem}.",
+            hint="See docs/tasks.md (Schedules).",
+            id="solid_objects.E014",
+        )
+
+
 def _policies(values: Mapping[str, Any]) -> Iterator[CheckMessage]:
     for key in sorted(POLICIES):
         value = values[key]
@@ -419,6 +429,7 @@ VALIDATORS: tuple[Callable[[Mapping[str, Any]], Iterator[CheckMessage]], ...] = 
     _wake_up,
     _redis_url,
     _policies,
+    _schedules,
 )
 
 

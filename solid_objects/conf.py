@@ -69,6 +69,7 @@ DEFAULTS: dict[str, Any] = {
     "WAKE_UP": "auto",
     "REDIS_URL": None,
     "AUTHORIZE_SUBSCRIPTION": deny_all_subscriptions,
+    "SCHEDULES": {},
 }
 
 
@@ -102,6 +103,7 @@ class SolidObjectsSettings:
     WAKE_UP: str
     REDIS_URL: str | None
     AUTHORIZE_SUBSCRIPTION: Callable[..., bool]
+    SCHEDULES: dict[str, Any]
 
     def retry_delay(self, attempt: int) -> float:
         return float(self.RETRY_DELAY(attempt))

@@ -38,6 +38,7 @@ from .errors import IdempotencyConflict, SolidObjectsError
 from .mailbox import enqueue
 from .registry import get_spec
 from .runtime.roles import Role
+from .schedules import sync_schedules
 
 logger = logging.getLogger("solid_objects")
 
@@ -233,6 +234,11 @@ class ReminderRole(Role):
     kind = "reminder"
     doorbell_kind = "reminder"
 
+    armed = False
+
     def run_once(self) -> bool:
         # A database error (a dropped connection included) backs the role's loop off.
+        if not self.armed:  # the settings' schedules, once per scheduler start
+            sync_schedules()
+            self.armed = True
         return bool(fire_due_reminders(self.alias))

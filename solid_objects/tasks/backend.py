@@ -7,7 +7,8 @@ caller's writes.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -42,6 +43,17 @@ def priority_offset(priority: int) -> timedelta:
     if priority >= 0:
         return PRIORITY_HEAD_START * priority
     return PRIORITY_HOLD_BACK * priority
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedTask:
+    """A task call as the task actor's ``run`` message."""
+
+    actor_id: str
+    arguments: dict[str, Any]
+    available_at: datetime | None
+    args: list[Any]
+    kwargs: dict[str, Any]
 
 
 class SolidObjectsBackend(compat.BaseTaskBackend):
@@ -79,7 +91,9 @@ class SolidObjectsBackend(compat.BaseTaskBackend):
         return self._database or get_settings().DATABASE
 
     # -- enqueue -----------------------------------------------------------------------
-    def enqueue(self, task: Any, args: Any, kwargs: Any) -> Any:
+    def prepare(self, task: Any, args: Any, kwargs: Any) -> PreparedTask:
+        """The task actor message that runs ``task(*args, **kwargs)``, validated; what
+        :meth:`enqueue` writes, and what a schedule's turn sends (docs/tasks.md)."""
         self.validate_task(task)
         try:
             stored_args = [compat.normalize_json(value) for value in args]
@@ -102,6 +116,16 @@ class SolidObjectsBackend(compat.BaseTaskBackend):
             "priority": task.priority,
             "run_after": task.run_after.isoformat() if task.run_after is not None else None,
         }
+        return PreparedTask(actor_id, arguments, available_at, stored_args, stored_kwargs)
+
+    def enqueue(self, task: Any, args: Any, kwargs: Any) -> Any:
+        prepared = self.prepare(task, args, kwargs)
+        actor_id, arguments, available_at = (
+            prepared.actor_id,
+            prepared.arguments,
+            prepared.available_at,
+        )
+        stored_args, stored_kwargs = prepared.args, prepared.kwargs
         spec = get_spec(TASK_ACTOR_TYPE)
         alias = self.database
 
