@@ -125,6 +125,10 @@ class Dialect:
         (for statements written with positional parameters)."""
         return f"({self.now} + INTERVAL %s MICROSECOND)", [self.interval(seconds)]
 
+    def epoch(self, column: str) -> str:
+        """Seconds since 1970 (UTC) of the datetime ``column``, as SQL."""
+        raise NotImplementedError
+
     def adapt_datetime(self, value: datetime) -> Any:
         return self.ops.adapt_datetimefield_value(value)
 

@@ -23,6 +23,10 @@ class MySQLDialect(CommonDialect):
         # levels or deeper; MySQL refuses a depth over 100 counting the innermost scalar.
         self.json_max_depth = 31 if connection.mysql_is_mariadb else 99
 
+    def epoch(self, column: str) -> str:
+        # DATETIME in UTC; TIMESTAMPDIFF ignores the session time zone.
+        return f"(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {column}) / 1000000.0)"
+
     def bound_lock_wait(self, cursor: Any, seconds: float) -> Any:
         """Bound InnoDB row-lock waits (whole seconds, at least 1) for this session."""
         cursor.execute("SELECT @@SESSION.innodb_lock_wait_timeout", [])

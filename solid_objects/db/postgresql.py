@@ -39,6 +39,9 @@ class PostgreSQLDialect(CommonDialect):
     def now_plus(self, seconds: float) -> tuple[str, list[Any]]:
         return "(now() + %s * interval '1 microsecond')", [self.interval(seconds)]
 
+    def epoch(self, column: str) -> str:
+        return f"EXTRACT(EPOCH FROM {column})"
+
     def bound_lock_wait(self, cursor: Any, seconds: float) -> Any:
         milliseconds = f"{max(1, int(seconds * 1000))}ms"
         cursor.execute(

@@ -32,6 +32,9 @@ class SQLiteDialect(CommonDialect):
     def now_plus(self, seconds: float) -> tuple[str, list[Any]]:
         return f"strftime({_FORMAT}, 'now', %s)", [self.interval(seconds)]
 
+    def epoch(self, column: str) -> str:
+        return f"((julianday({column}) - 2440587.5) * 86400.0)"  # text in UTC
+
     def bound_lock_wait(self, cursor: Any, seconds: float) -> Any:
         cursor.execute("PRAGMA busy_timeout", [])
         previous = cursor.fetchone()[0]
