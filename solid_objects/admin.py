@@ -378,6 +378,8 @@ class ReminderAdmin(ReadOnlyAdmin):
         "name",
         "next_run_at",
         "interval_seconds",
+        "cron",
+        "time_zone",
         "missed_policy",
         "status",
         "occurrence",

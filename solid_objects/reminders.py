@@ -239,6 +239,11 @@ class ReminderRole(Role):
     def run_once(self) -> bool:
         # A database error (a dropped connection included) backs the role's loop off.
         if not self.armed:  # the settings' schedules, once per scheduler start
-            sync_schedules()
+            try:
+                sync_schedules()
+            except TRANSIENT:
+                raise  # the loop backs off and this pass is tried again
+            except (SolidObjectsError, DatabaseError) as exc:  # the checks report it too
+                logger.error("the schedules of SOLID_OBJECTS['SCHEDULES'] were not armed: %s", exc)
             self.armed = True
         return bool(fire_due_reminders(self.alias))
