@@ -10,13 +10,18 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import connections
+from django.test import override_settings
+from django.utils import timezone
 
 from solid_objects.checks import check_settings
 from solid_objects.models import Message, Reminder
 from solid_objects.schedules import SCHEDULE_ACTOR_TYPE, sync_schedules
 from solid_objects.testing import drain, run_due_reminders
+from tests.support.processes import Commands
+from tests.support.waiting import wait_until
 from tests.testapp.actors.outbox import Alarm
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -145,3 +150,38 @@ def test_bad_schedules_fail_the_system_checks(
 def test_good_schedules_pass_the_system_checks(solid_settings: Any):
     solid_settings(SCHEDULES={"nightly": RING, "report": TASK})
     assert [error for error in check_settings() if error.id == "solid_objects.E014"] == []
+
+
+@pytest.mark.slow
+def test_two_scheduler_processes_fire_each_occurrence_once(commands: Commands):
+    every_minute = {**RING, "cron": "* * * * *", "tz": "UTC", "missed": "all"}
+    overrides = {"SCHEDULES": {"minutely": every_minute}}
+    first = commands.start("run_reminder_scheduler", settings=overrides)
+    second = commands.start("run_reminder_scheduler", settings=overrides)
+    wait_until(
+        lambda: (
+            Message.objects.filter(actor_type=SCHEDULE_ACTOR_TYPE, operation="arm").count() == 2
+        ),
+        timeout=60.0,
+        what="both schedulers to arm the schedule",
+    )
+    with override_settings(SOLID_OBJECTS={**settings.SOLID_OBJECTS, **overrides}):
+        drain()  # the two arm turns: the second is a no-op
+    row = schedule_row()
+    # Three slots in the past: both scheduler processes find them due at once.
+    now = timezone.now().replace(second=0, microsecond=0)
+    Reminder.objects.filter(pk=row.pk).update(next_run_at=now - timedelta(minutes=2))
+    wait_until(
+        lambda: Reminder.objects.get(pk=row.pk).occurrence >= 3,
+        timeout=60.0,
+        what="the three missed occurrences",
+    )
+    assert commands.terminate(first, timeout=30.0) == 0
+    assert commands.terminate(second, timeout=30.0) == 0
+    occurrence = Reminder.objects.get(pk=row.pk).occurrence
+    ticks = Message.objects.filter(actor_type=SCHEDULE_ACTOR_TYPE, operation="tick")
+    assert ticks.count() == occurrence
+    assert ticks.values("idempotency_key").distinct().count() == occurrence
+    with override_settings(SOLID_OBJECTS={**settings.SOLID_OBJECTS, **overrides}):
+        drain()
+    assert len(Alarm.ref("scheduled").rang()) == occurrence
