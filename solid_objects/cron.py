@@ -53,6 +53,11 @@ def validate(expression: object, tz: object) -> tuple[str, str]:
         raise InvalidPayload(f"cron must be a cron expression string, got {expression!r}")
     if len(expression) > MAX_EXPRESSION_LENGTH:
         raise InvalidPayload(f"cron expression longer than {MAX_EXPRESSION_LENGTH} characters")
+    if len(expression.split()) != 5:  # cronsim would also take a leading seconds field
+        raise InvalidPayload(
+            f"invalid cron expression {expression!r}: it needs five fields "
+            "(minute, hour, day of month, month, day of week)"
+        )
     _cron_sim(expression, datetime.now(time_zone(tz)))
     return expression, str(tz)
 

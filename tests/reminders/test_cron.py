@@ -122,6 +122,8 @@ def test_missed_all_is_bounded_per_pass(monkeypatch):
     [
         ({"cron": "61 * * * *"}, "invalid cron expression"),
         ({"cron": "not a cron"}, "invalid cron expression"),
+        ({"cron": "0 0 30 2 *"}, "invalid cron expression"),
+        ({"cron": "*/10 * * * * *"}, "five fields"),
         ({"cron": "0 9 * * *", "tz": "Mars/Olympus"}, "unknown time zone"),
         ({"cron": "0 9 * * *", "every": 60}, "cron= or every="),
         ({"cron": "0 9 * * *", "delay": 5}, "no at= or delay="),
