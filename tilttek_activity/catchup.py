@@ -60,6 +60,10 @@ class _Batch:
     open_holes: list[Hole]
 
 
+#: ``progress(projection, done, total)`` of :func:`catch_up` (journal positions).
+CatchUpProgress = Callable[[str, int, int], None]
+
+
 class _MissingCheckpoint(Exception):
     pass
 
@@ -70,22 +74,29 @@ def catch_up(
     *,
     using: str | None = None,
     stop: threading.Event | None = None,
+    progress: CatchUpProgress | None = None,
 ) -> dict[str, CatchUpResult]:
     """Apply new entries to one projection (``name``) or to all, until nothing is left
     that may be applied safely. Returns one result per projection.
 
     ``stop`` ends the work between two batches (the ``--follow`` command sets it on
-    SIGTERM). Run it outside a transaction: a catch-up inside a caller's transaction cannot
-    prove MySQL holes dead, and under REPEATABLE READ not PostgreSQL ones either.
+    SIGTERM). ``progress(projection, done, total)`` is called before the first batch and
+    after each one, counting journal positions from the projection's checkpoint to the
+    journal's last position when the catch-up began (one indexed read per projection).
+    Run it outside a transaction: a catch-up inside a caller's transaction cannot prove
+    MySQL holes dead, and under REPEATABLE READ not PostgreSQL ones either.
     """
     size = _batch_size(batch_size)
     alias = database_alias(using)
     _check_stop(stop, required=False)
+    if progress is not None and not callable(progress):
+        raise InvalidActivity("progress", "must be callable (projection, done, total) or None")
     names = [name] if name is not None else registry.names()
     projections = [registry.get(projection_name) for projection_name in names]
     results = {}
     for projection_name, projection in zip(names, projections, strict=True):
-        results[projection_name] = _Runner(projection, alias, size).run(stop)
+        runner = _Runner(projection, alias, size)
+        results[projection_name] = runner.run(stop, runner.reporter(progress))
         if stop is not None and stop.is_set():
             break
     return results
@@ -169,7 +180,22 @@ class _Runner:
         self.batch_size = batch_size
         self.backend: Backend = backend_for(alias)
 
-    def run(self, stop: threading.Event | None) -> CatchUpResult:
+    def reporter(self, progress: CatchUpProgress | None) -> Callable[[int], None] | None:
+        """``progress`` bound to this projection: called with each new checkpoint position."""
+        if progress is None:
+            return None
+        start = _checkpoint_position(self.backend, self.name)
+        total = max(0, self.backend.head() - start)
+        progress(self.name, 0, total)
+
+        def report(position: int) -> None:
+            progress(self.name, min(total, max(0, position - start)), total)
+
+        return report
+
+    def run(
+        self, stop: threading.Event | None, report: Callable[[int], None] | None = None
+    ) -> CatchUpResult:
         result = CatchUpResult(self.name)
         created = False
         while stop is None or not stop.is_set():
@@ -182,6 +208,8 @@ class _Runner:
                 created = True
                 continue
             result.position = batch.position
+            if report is not None:
+                report(batch.position)
             result.applied += batch.applied
             result.skipped.extend((hole.start, hole.end) for hole in batch.skipped)
             result.waiting_on = None

@@ -8,8 +8,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from tilttek_activity.catchup import CatchUpResult, catch_up, follow
+from tilttek_activity.catchup import CatchUpProgress, CatchUpResult, catch_up, follow
 from tilttek_activity.errors import InvalidActivity, UnknownProjection
+from tilttek_activity.progress import Bars, progress_bars
 
 
 class Command(BaseCommand):
@@ -41,7 +42,14 @@ class Command(BaseCommand):
                 )
                 self.stdout.write("Stopped.")
             else:
-                for result in catch_up(name, batch_size, using=options["database"]).values():
+                with progress_bars(self.stderr, options["verbosity"]) as bars:
+                    results = catch_up(
+                        name,
+                        batch_size,
+                        using=options["database"],
+                        progress=_drawer(bars),
+                    )
+                for result in results.values():
                     self._report(result)
         except (InvalidActivity, UnknownProjection) as exc:
             raise CommandError(str(exc)) from None
@@ -65,6 +73,19 @@ class Command(BaseCommand):
         if result.waiting_on:
             line += f", waiting on position(s) {_range(result.waiting_on)}"
         self.stdout.write(line)
+
+
+def _drawer(bars: Bars) -> CatchUpProgress:
+    """One bar per projection, in journal positions from its checkpoint to the head."""
+    drawn: dict[str, Any] = {}
+
+    def progress(projection: str, done: int, total: int) -> None:
+        bar = drawn.get(projection)
+        if bar is None:
+            bar = drawn[projection] = bars.new(desc=projection, unit="positions", total=total)
+        bar.update(done - bar.n)
+
+    return progress
 
 
 def _range(hole: tuple[int, int]) -> str:
