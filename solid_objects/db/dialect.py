@@ -107,6 +107,7 @@ class Dialect:
         self.t_effects = self.qn(table("effects"))
         self.t_broadcasts = self.qn(table("broadcasts"))
         self.t_reminders = self.qn(table("reminders"))
+        self.t_rate_limits = self.qn(table("rate_limits"))
 
     def qn(self, name: str) -> str:
         return str(self.connection.ops.quote_name(name))

@@ -30,12 +30,20 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from asgiref.sync import async_to_sync
-from django.db import DatabaseError, InterfaceError, OperationalError, connections, transaction
+from django.db import (
+    DatabaseError,
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+    connections,
+    transaction,
+)
 
 from .. import payloads, signals
 from ..conf import get_settings
 from ..db import outbox as queries
 from ..db import rate_limits
+from ..db.connections import DEADLOCK_RETRIES, is_deadlock
 from ..db.outbox import ACTOR_MESSAGE, EffectRow
 from ..db.vendors import dialect_for
 from ..errors import (
@@ -387,27 +395,48 @@ MAX_SLOT_WAIT = 1.0
 
 def process(alias: str, process_id: str, row: EffectRow) -> str:
     """Run and record one claimed effect (after its rate limit's slot, if it has one)."""
-    interval = effect_rate_interval(row.name)
-    if interval is not None and not _wait_for_slot(alias, process_id, row, interval):
+    if not slot_ready(alias, process_id, row):
         return DEFERRED
     return record(alias, process_id, execute(row, alias))
 
 
+def slot_ready(alias: str, process_id: str, row: EffectRow) -> bool:
+    """Whether the claimed ``row`` may run now: it has no rate limit, or it took its slot
+    (and slept until it). ``False``: it was handed back, due at its slot."""
+    interval = effect_rate_interval(row.name)
+    return interval is None or _wait_for_slot(alias, process_id, row, interval)
+
+
 def _wait_for_slot(alias: str, process_id: str, row: EffectRow, interval: float) -> bool:
     """Take the next slot of the effect's rate (in the database) and sleep until it; or
-    hand the effect back, due at its slot, when that is more than ``MAX_SLOT_WAIT`` away."""
+    hand the effect back, due at its slot, when that is more than ``MAX_SLOT_WAIT`` away.
+    A deadlock victim (InnoDB) tries again, up to ``DEADLOCK_RETRIES`` times."""
     connection = connections[alias]
     dialect = dialect_for(connection)
-    with transaction.atomic(using=alias), connection.cursor() as cursor:
-        taken, wait, slot = rate_limits.take_slot(
-            cursor, dialect, alias, row.name, interval, MAX_SLOT_WAIT
-        )
-        if not taken:
-            queries.defer(cursor, dialect, row, process_id, slot)
-            return False
-    if wait > 0:
-        time.sleep(wait)
-    return True
+    failures = 0
+    while True:
+        try:
+            with transaction.atomic(using=alias), connection.cursor() as cursor:
+                slot = rate_limits.take_slot(cursor, dialect, row.name, interval, MAX_SLOT_WAIT)
+                if slot is not None and not slot[0]:
+                    queries.defer(cursor, dialect, row, process_id, slot[2])
+                    return False
+        except DatabaseError as exc:
+            failures += 1
+            if failures > DEADLOCK_RETRIES or not is_deadlock(exc):
+                raise
+            continue
+        if slot is None:  # the name's first attempt anywhere: its row, in its own transaction
+            try:
+                with transaction.atomic(using=alias), connection.cursor() as cursor:
+                    rate_limits.create(cursor, dialect, row.name)
+            except IntegrityError:
+                pass  # another worker created it first
+            continue
+        wait = slot[1]
+        if wait > 0:
+            time.sleep(wait)
+        return True
 
 
 def run_pending_effects(using: str | None = None, *, limit: int = 1000) -> int:
@@ -451,25 +480,29 @@ class EffectRole(Role):
     def __init__(self, supervisor: Any, index: int = 0) -> None:
         super().__init__(supervisor, index)
         self._unrecorded: list[Attempt] = []
+        #: Claimed rows whose rate-limit slot a database error kept us from taking: taken
+        #: first at the next pass (the claim stays this process's meanwhile).
+        self._unslotted: list[EffectRow] = []
 
     def run_once(self) -> bool:
-        try:
-            return self._run_once()
-        except InterfaceError as exc:  # a dropped connection: back off like other DB errors
-            raise DatabaseError(str(exc)) from exc
-
-    def _run_once(self) -> bool:
         # An outcome a database error kept us from writing: write it first (never run the
         # handler again for it). A DatabaseError here backs the loop off and comes back.
-        while self._unrecorded:
-            record(self.alias, self.process_id, self._unrecorded[0])
-            self._unrecorded.pop(0)
-        rows = claim_due(self.alias, self.process_id, self.batch_size)
-        if not rows:
-            return False
-        for row in rows:
-            self._unrecorded.append(execute(row, self.alias))
-        while self._unrecorded:
-            record(self.alias, self.process_id, self._unrecorded[0])
-            self._unrecorded.pop(0)
+        self._record_outcomes()
+        if not self._unslotted:
+            self._unslotted = claim_due(self.alias, self.process_id, self.batch_size)
+            if not self._unslotted:
+                return False
+        while self._unslotted:
+            row = self._unslotted[0]
+            # The rate limit of its name holds across every worker and host (a handed-back
+            # row is due again at its slot and claimed then).
+            if slot_ready(self.alias, self.process_id, row):
+                self._unrecorded.append(execute(row, self.alias))
+            self._unslotted.pop(0)
+        self._record_outcomes()
         return True
+
+    def _record_outcomes(self) -> None:
+        while self._unrecorded:
+            record(self.alias, self.process_id, self._unrecorded[0])
+            self._unrecorded.pop(0)

@@ -23,3 +23,9 @@ def paced(arguments: dict[str, Any], context: Any) -> int:
 @solid_objects.effect("tests.rate.hourly", rate="1/h")
 def hourly(arguments: dict[str, Any], context: Any) -> int:
     return context.attempt
+
+
+@solid_objects.effect("tests.rate.paced_clock", rate="2/s")
+def paced_clock(arguments: dict[str, Any], context: Any) -> float:
+    """Returns when it started (the wall clock: every worker process of a test shares it)."""
+    return time.time()
