@@ -2,7 +2,7 @@
 
 ``0001`` created the identifier columns with ``utf8mb4_bin``, a PAD SPACE collation that
 ignores trailing spaces. :class:`~tilttek_activity.fields.BinaryCharField` now asks for the
-NO PAD twin (:func:`~tilttek_activity.fields.binary_collation`); a fresh database gets it from
+NO PAD twin (:func:`~tilttek_activity.db.collations.binary_collation`); a fresh database gets it from
 ``0001`` already, and this migration moves an existing one there through the schema editor
 (``ALTER TABLE ... MODIFY`` keeping type and nullability; InnoDB rebuilds the indexes). Other
 databases have nothing to do. Going back fails if two keys now differ only by trailing spaces.
@@ -37,7 +37,7 @@ def _pad_space_twin(field: Any) -> models.CharField:
 
 
 def _move(apps: Any, schema_editor: Any, *, forwards: bool) -> None:
-    from tilttek_activity.fields import binary_collation
+    from tilttek_activity.db.collations import binary_collation
 
     connection = schema_editor.connection
     if connection.vendor != "mysql" or binary_collation(connection) == PAD_SPACE:
