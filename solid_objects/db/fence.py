@@ -278,6 +278,30 @@ def _sets(
     return sets, params
 
 
+def _fence_parts(
+    dialect: Dialect,
+    lease: LeaseRow,
+    *,
+    claimed_message_id: int | None,
+    state: str | None,
+    state_version: int,
+    state_revision: int,
+    release: bool,
+    lease_seconds: float,
+) -> tuple[str, dict[str, Any]]:
+    """The SET list and the parameters of a fence (both vendors' variants)."""
+    sets, params = _sets(
+        dialect,
+        state=state,
+        state_version=state_version,
+        state_revision=state_revision,
+        lease_sets=RELEASE_SETS if release else RENEW_SETS,
+        lease_seconds=lease_seconds,
+    )
+    params.update(fence_params(lease), claimed_message_id=claimed_message_id)
+    return sets, params
+
+
 def fence(
     dialect: Dialect,
     cursor: Any,
@@ -291,15 +315,16 @@ def fence(
     lease_seconds: float,
 ) -> bool:
     """MySQL, SQLite: the fence, then the claimed row's deletion."""
-    sets, params = _sets(
+    sets, params = _fence_parts(
         dialect,
+        lease,
+        claimed_message_id=claimed_message_id,
         state=state,
         state_version=state_version,
         state_revision=state_revision,
-        lease_sets=RELEASE_SETS if release else RENEW_SETS,
+        release=release,
         lease_seconds=lease_seconds,
     )
-    params.update(fence_params(lease), claimed_message_id=claimed_message_id)
     cursor.execute(render(dialect, FENCE, sets=sets), params)
     if cursor.rowcount != 1:
         return False
@@ -322,15 +347,16 @@ def fence_postgresql(
     lease_seconds: float,
 ) -> bool:
     """The fence and the claimed row's deletion in one statement."""
-    sets, params = _sets(
+    sets, params = _fence_parts(
         dialect,
+        lease,
+        claimed_message_id=claimed_message_id,
         state=state,
         state_version=state_version,
         state_revision=state_revision,
-        lease_sets=RELEASE_SETS if release else RENEW_SETS,
+        release=release,
         lease_seconds=lease_seconds,
     )
-    params.update(fence_params(lease), claimed_message_id=claimed_message_id)
     template = FENCE_POSTGRESQL if claimed_message_id is None else FENCE_AND_UNCLAIM_POSTGRESQL
     cursor.execute(render(dialect, template, sets=sets), params)
     fenced, unclaimed = cursor.fetchone()
