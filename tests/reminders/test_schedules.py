@@ -183,5 +183,6 @@ def test_two_scheduler_processes_fire_each_occurrence_once(commands: Commands):
     assert ticks.count() == occurrence
     assert ticks.values("idempotency_key").distinct().count() == occurrence
     with override_settings(SOLID_OBJECTS={**settings.SOLID_OBJECTS, **overrides}):
-        drain()
+        # Not the reminders role: a minute that turned since would fire one occurrence more.
+        drain(roles=("actors", "effects"))
     assert len(Alarm.ref("scheduled").rang()) == occurrence
