@@ -15,6 +15,7 @@ from .errors import (
     ActorDefinitionError,
     ActorDestroyed,
     ApplicationWriteForbidden,
+    CrossShardTransaction,
     DatabaseUnavailable,
     IdempotencyConflict,
     ImproperlyConfigured,
@@ -43,6 +44,7 @@ from .references import (
 )
 from .registry import commit_action, effect, register
 from .retry_policy import retry
+from .shards import database_for
 
 try:
     #: The installed distribution's version (``django-solid-objects``, from its metadata).
@@ -58,6 +60,7 @@ __all__ = [
     "ActorReference",
     "AsyncReference",
     "ApplicationWriteForbidden",
+    "CrossShardTransaction",
     "DatabaseUnavailable",
     "IdempotencyConflict",
     "ImproperlyConfigured",
@@ -79,6 +82,7 @@ __all__ = [
     "UnknownOperation",
     "attribute",
     "commit_action",
+    "database_for",
     "effect",
     "enqueue_many",
     "migrate_state",

@@ -17,6 +17,9 @@ to start on a bad value, with a message naming the setting. Identifiers (``docs/
 ``E010``              a policy is neither a callable nor the dotted path of one
 ``E011``              ``SOLID_OBJECTS`` itself is not a dict
 ``E012``              actors record activity but the journal is on another database
+``E014``              a schedule of ``SCHEDULES`` is not valid
+``E015``              ``DATABASES`` (shards) is not a list of distinct aliases of
+                      ``settings.DATABASES``
 ``W001``              unknown key (probably a typo)
 ``E013``              queries of an app's models are not routed to its ``DATABASE``
 ``W002``              ``WARN_STATE_BYTES`` above ``MAX_STATE_BYTES`` (never warns)
@@ -359,6 +362,28 @@ def _database(values: Mapping[str, Any]) -> Iterator[CheckMessage]:
         )
 
 
+def _shards(values: Mapping[str, Any]) -> Iterator[CheckMessage]:
+    shards = values.get("DATABASES")
+    if shards is None:
+        return
+    if (
+        not isinstance(shards, list | tuple)
+        or not shards
+        or not all(isinstance(alias, str) for alias in shards)
+    ):
+        yield _error(
+            "DATABASES", "must be a non-empty list of alias names (or None)", "E015", shards
+        )
+        return
+    if len(set(shards)) != len(shards):
+        yield _error("DATABASES", "names an alias twice", "E015", shards)
+    unknown = [alias for alias in shards if alias not in settings.DATABASES]
+    if unknown:
+        aliases = ", ".join(repr(a) for a in settings.DATABASES)
+        message = f"{unknown} are not aliases of settings.DATABASES ({aliases})"
+        yield _error("DATABASES", message, "E015", shards)
+
+
 def _wake_up(values: Mapping[str, Any]) -> Iterator[CheckMessage]:
     mode = values["WAKE_UP"]
     if not isinstance(mode, str) or mode not in WAKE_UP_CHOICES:
@@ -422,6 +447,7 @@ def _policies(values: Mapping[str, Any]) -> Iterator[CheckMessage]:
 VALIDATORS: tuple[Callable[[Mapping[str, Any]], Iterator[CheckMessage]], ...] = (
     _table_prefix,
     _database,
+    _shards,
     _durations,
     _counts,
     _retentions,

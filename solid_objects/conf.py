@@ -43,6 +43,7 @@ def deny_all_subscriptions(*args: Any, **kwargs: Any) -> bool:
 DEFAULTS: dict[str, Any] = {
     "TABLE_PREFIX": DEFAULT_TABLE_PREFIX,
     "DATABASE": "default",
+    "DATABASES": None,
     "POLLING_INTERVAL": 0.1,
     "IDLE_POLLING_INTERVAL": 1.0,
     "SYNC_TIMEOUT": 5.0,
@@ -77,6 +78,8 @@ DEFAULTS: dict[str, Any] = {
 class SolidObjectsSettings:
     TABLE_PREFIX: str
     DATABASE: str
+    #: The shard aliases (``None``: every actor lives on ``DATABASE``); see shards.py.
+    DATABASES: tuple[str, ...] | None
     POLLING_INTERVAL: float
     IDLE_POLLING_INTERVAL: float
     SYNC_TIMEOUT: float
@@ -108,6 +111,11 @@ class SolidObjectsSettings:
     def retry_delay(self, attempt: int) -> float:
         return float(self.RETRY_DELAY(attempt))
 
+    @property
+    def shards(self) -> tuple[str, ...]:
+        """The aliases that hold actors: ``DATABASES``, or ``(DATABASE,)`` without it."""
+        return self.DATABASES or (self.DATABASE,)
+
 
 def user_settings() -> dict[str, Any]:
     """The raw ``SOLID_OBJECTS`` dict (``{}`` when absent or not a dict)."""
@@ -125,11 +133,19 @@ def _as_timedelta(value: Any) -> Any:
     return value
 
 
+def _as_aliases(value: Any) -> Any:
+    """A list of alias names as a tuple; anything else (reported by check E015) as ``None``."""
+    if isinstance(value, list | tuple) and value and all(isinstance(a, str) for a in value):
+        return tuple(value)
+    return None
+
+
 def _resolve_callable(value: Any) -> Any:
     return import_string(value) if isinstance(value, str) else value
 
 
 COERCE: dict[str, Callable[[Any], Any]] = {
+    "DATABASES": _as_aliases,
     "MESSAGE_RETENTION": _as_timedelta,
     "PROCESS_RETENTION": _as_timedelta,
     "RETRY_DELAY": _resolve_callable,
@@ -157,7 +173,11 @@ def get_settings() -> SolidObjectsSettings:
     Values are coerced leniently (timedeltas to seconds, dotted paths to callables); wrong
     types are reported by the system checks, which run before any worker starts.
     """
-    merged = {**DEFAULTS, **user_settings()}
+    raw = user_settings()
+    merged = {**DEFAULTS, **raw}
+    shards = merged.get("DATABASES")
+    if "DATABASE" not in raw and isinstance(shards, list | tuple) and shards:
+        merged["DATABASE"] = shards[0]  # the home alias of a sharded project: its first shard
     values: dict[str, Any] = {}
     for field in fields(SolidObjectsSettings):
         value = merged[field.name]

@@ -18,6 +18,7 @@ __all__ = [
     "ActorDefinitionError",
     "ActorDestroyed",
     "ApplicationWriteForbidden",
+    "CrossShardTransaction",
     "DatabaseUnavailable",
     "IdempotencyConflict",
     "ImproperlyConfigured",
@@ -104,6 +105,19 @@ class ActorDefinitionError(SolidObjectsError, TypeError):
 
 class SyncInsideTransaction(SolidObjectsError):
     """A sync call was made inside ``transaction.atomic()``; nothing was written."""
+
+
+class CrossShardTransaction(SolidObjectsError):
+    """An enqueue inside ``transaction.atomic()`` on one database for an actor that lives on
+    another shard (``SOLID_OBJECTS["DATABASES"]``): it could not commit or roll back with the
+    caller's writes, so nothing was written. Enqueue after the commit
+    (``transaction.on_commit``), or open the transaction on the actor's shard
+    (``solid_objects.database_for(actor_type, actor_id)``)."""
+
+    def __init__(self, message: str, *, alias: str, caller_alias: str) -> None:
+        self.alias = alias
+        self.caller_alias = caller_alias
+        super().__init__(message)
 
 
 class IdempotencyConflict(SolidObjectsError):

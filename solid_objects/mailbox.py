@@ -37,6 +37,7 @@ from .errors import (
 )
 from .limits import IDENTIFIER_LENGTH
 from .runtime.wakeup import notify_local
+from .shards import database_for, require_joinable
 from .spec import ActorSpec, Operation
 from .write_guard import inside_turn
 
@@ -157,11 +158,12 @@ def enqueue(
     registers itself), so they are not checked and encoded twice.
     """
     settings = get_settings()
-    alias = using or settings.DATABASE
+    alias = using or database_for(spec.actor_type, actor_id)
     if inside_turn() and delivery_mode != "internal":
         raise ActorCallCycle(
             "actor code cannot call or enqueue to actors directly; use self.send_to(ref).op()"
         )
+    require_joinable(alias, spec.actor_type, actor_id)
     connection = connections[alias]
     dialect = dialect_for(connection)
     if prepared is None:
@@ -350,29 +352,11 @@ class BatchItem:
     available_at: datetime | None = None
 
 
-def enqueue_many(
-    items: list[BatchItem],
-    *,
-    using: str | None = None,
-    then: Callable[[Any, Enqueued], Any] | None = None,
-) -> list[Enqueued]:
-    """Append many asynchronous messages in one transaction (one commit for the batch, no
-    savepoint per message); return them in order (the existing message for a key already
-    used with the same operation and arguments, as :func:`enqueue` does).
-
-    Every item is validated and encoded before any SQL runs: one bad item raises its typed
-    error and writes nothing. Inside the caller's ``transaction.atomic()`` the batch commits
-    or rolls back with the caller's writes. A key raced by a concurrent enqueue makes the
-    batch run again from the start (its keys then find the winner's messages)."""
+def prepare_many(items: list[BatchItem], dialect: Dialect) -> list[str]:
+    """Validate and encode every item of a batch (the typed error of the first bad one);
+    :func:`enqueue_many` takes the result as ``encoded=`` so nothing is checked twice."""
     settings = get_settings()
-    alias = using or settings.DATABASE
-    if inside_turn():
-        raise ActorCallCycle(
-            "actor code cannot call or enqueue to actors directly; use self.send_to(ref).op()"
-        )
-    connection = connections[alias]
-    dialect = dialect_for(connection)
-    encoded = [
+    return [
         prepare(
             item.spec,
             item.actor_id,
@@ -386,6 +370,37 @@ def enqueue_many(
         )
         for item in items
     ]
+
+
+def enqueue_many(
+    items: list[BatchItem],
+    *,
+    using: str | None = None,
+    then: Callable[[Any, Enqueued], Any] | None = None,
+    encoded: list[str] | None = None,
+) -> list[Enqueued]:
+    """Append many asynchronous messages in one transaction (one commit for the batch, no
+    savepoint per message); return them in order (the existing message for a key already
+    used with the same operation and arguments, as :func:`enqueue` does).
+
+    Every item is validated and encoded before any SQL runs: one bad item raises its typed
+    error and writes nothing. Inside the caller's ``transaction.atomic()`` the batch commits
+    or rolls back with the caller's writes. A key raced by a concurrent enqueue makes the
+    batch run again from the start (its keys then find the winner's messages)."""
+    settings = get_settings()
+    alias = using or (
+        database_for(items[0].spec.actor_type, items[0].actor_id) if items else settings.DATABASE
+    )
+    if inside_turn():
+        raise ActorCallCycle(
+            "actor code cannot call or enqueue to actors directly; use self.send_to(ref).op()"
+        )
+    for item in items[:1]:
+        require_joinable(alias, item.spec.actor_type, item.actor_id)
+    connection = connections[alias]
+    dialect = dialect_for(connection)
+    if encoded is None:
+        encoded = prepare_many(items, dialect)
     keys = [(i.spec.actor_type, i.actor_id, i.idempotency_key) for i in items if i.idempotency_key]
     if len(set(keys)) != len(keys):
         raise InvalidPayload("enqueue_many() got one idempotency key twice for the same actor")

@@ -17,7 +17,6 @@ from asgiref.sync import sync_to_async
 from django.db import connections, transaction
 
 from . import aio, payloads
-from .conf import get_settings
 from .db.connections import Attempt, recovering
 from .db.dialect import as_datetime
 from .db.vendors import dialect_for
@@ -27,12 +26,14 @@ from .mailbox import (
     Enqueued,
     bind,
     enqueue,
+    prepare_many,
     validate_available_at,
     validate_identifier,
 )
 from .mailbox import enqueue_many as _enqueue_many
 from .messages import MessageOutcome
 from .registry import get_spec
+from .shards import database_for, require_joinable
 from .spec import ActorAddress, ActorSpec
 from .sync import call_sync, sync_timeout, wait_for
 
@@ -106,7 +107,7 @@ class ActorReference(ActorAddress, Generic[A]):
 
     def snapshot(self, using: str | None = None) -> Snapshot[A]:
         """The committed state (no message row; may race an in-flight turn)."""
-        alias = using or get_settings().DATABASE
+        alias = using or database_for(self.actor_type, self.actor_id)
         connection = connections[alias]
         dialect = dialect_for(connection)
 
@@ -140,7 +141,7 @@ class ActorReference(ActorAddress, Generic[A]):
 
     def destroy(self, using: str | None = None) -> bool:
         """Lock and delete the instance; the database cascades everything it owns."""
-        alias = using or get_settings().DATABASE
+        alias = using or database_for(self.actor_type, self.actor_id)
         connection = connections[alias]
         dialect = dialect_for(connection)
 
@@ -157,7 +158,7 @@ class ActorReference(ActorAddress, Generic[A]):
         self, idempotency_key: str, using: str | None = None
     ) -> MessageReference[Any] | None:
         validate_identifier(idempotency_key, "idempotency_key")
-        alias = using or get_settings().DATABASE
+        alias = using or database_for(self.actor_type, self.actor_id)
         connection = connections[alias]
 
         def read(attempt: Attempt) -> Any:
@@ -257,7 +258,7 @@ class _EnqueueCalls(Generic[A]):
 
             return message_reference(
                 recovering(
-                    get_settings().DATABASE,
+                    database_for(self._ref.actor_type, self._ref.actor_id),
                     "enqueue",
                     write,
                     idempotent=self._idempotency_key is not None,
@@ -271,7 +272,8 @@ class _EnqueueCalls(Generic[A]):
 def enqueue_many(
     messages: Iterable[tuple[Any, str, dict[str, Any]]], *, using: str | None = None
 ) -> list[MessageReference[Any]]:
-    """Enqueue many asynchronous messages in one transaction; return their references in
+    """Enqueue many asynchronous messages in one transaction (one per shard when the
+    messages' actors live on several, see docs/scaling.md); return their references in
     order. Each message is ``(target, operation, kwargs)``: ``target`` a reference
     (``Cart.ref("alice")``) or its enqueue options (``Cart.ref("alice").enqueue(
     idempotency_key="k", available_at=when)``). Every message is checked first (the same
@@ -306,14 +308,35 @@ def enqueue_many(
                 available_at,
             )
         )
-    alias = using or get_settings().DATABASE
+    # One transaction per shard (one in all without DATABASES), in order of first use.
+    groups: dict[str, list[int]] = {}
+    for index, item in enumerate(items):
+        shard = using or database_for(item.spec.actor_type, item.actor_id)
+        groups.setdefault(shard, []).append(index)
+    if not groups:
+        return []
+    # Every message of every shard is checked before the first is written.
+    encoded: dict[str, list[str]] = {}
+    for shard, indexes in groups.items():
+        first = items[indexes[0]]
+        require_joinable(shard, first.spec.actor_type, first.actor_id)
+        batch = [items[index] for index in indexes]
+        encoded[shard] = prepare_many(batch, dialect_for(connections[shard]))
+    written: list[Enqueued | None] = [None] * len(items)
+    for shard, indexes in groups.items():
+        batch = [items[index] for index in indexes]
 
-    def write(attempt: Attempt) -> list[Enqueued]:
-        return _enqueue_many(items, using=alias, then=attempt.committing)
+        def write(attempt: Attempt, batch: list[BatchItem] = batch, shard: str = shard) -> Any:
+            return _enqueue_many(
+                batch, using=shard, then=attempt.committing, encoded=encoded[shard]
+            )
 
-    keyed = all(item.idempotency_key is not None for item in items)
-    written = recovering(alias, "enqueue_many", write, idempotent=keyed)
-    return [message_reference(enqueued) for enqueued in written]
+        keyed = all(item.idempotency_key is not None for item in batch)
+        for index, enqueued in zip(
+            indexes, recovering(shard, "enqueue_many", write, idempotent=keyed), strict=True
+        ):
+            written[index] = enqueued
+    return [message_reference(enqueued) for enqueued in written if enqueued is not None]
 
 
 class AsyncReference(Generic[A]):

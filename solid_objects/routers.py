@@ -8,8 +8,9 @@ Add it to ``settings.DATABASE_ROUTERS`` whenever ``SOLID_OBJECTS["DATABASE"]`` o
 Reads and writes of ``solid_objects`` models (the admin, the operator verbs, user queries)
 go to ``SOLID_OBJECTS["DATABASE"]``, those of ``tilttek_activity`` models to
 ``TILTTEK_ACTIVITY["DATABASE"]``; ``migrate`` creates each app's tables on its database
-only. For models of other apps the router has no opinion (``None``), so it composes with
-the project's own routers (put it first).
+only (``solid_objects``'s on each shard of ``SOLID_OBJECTS["DATABASES"]`` too: run
+``migrate --database`` once per shard). For models of other apps the router has no
+opinion (``None``), so it composes with the project's own routers (put it first).
 """
 
 from __future__ import annotations
@@ -37,6 +38,14 @@ def alias_for_app(app_label: str) -> str | None:
     return None
 
 
+def aliases_for_actors() -> set[str]:
+    """Every alias that holds ``solid_objects`` tables: ``DATABASE`` and each shard."""
+    from .conf import get_settings
+
+    settings = get_settings()
+    return {settings.DATABASE, *settings.shards}
+
+
 def _alias(model: type[Model] | Model) -> str | None:
     return alias_for_app(model._meta.app_label)
 
@@ -61,5 +70,7 @@ class SolidObjectsRouter:
     def allow_migrate(
         self, db: str, app_label: str, model_name: str | None = None, **hints: Any
     ) -> bool | None:
+        if app_label == ACTORS_APP:
+            return db in aliases_for_actors()
         alias = alias_for_app(app_label)
         return None if alias is None else db == alias

@@ -48,6 +48,7 @@ from .runtime import processes
 from .runtime.processes import callers
 from .runtime.wakeup import doorbell
 from .runtime.wakeup.transports import ensure_listener
+from .shards import database_for
 from .spec import ActorAddress
 from .write_guard import inside_turn
 
@@ -186,7 +187,7 @@ def start_sync(
     enqueue and claim in one transaction, and run the actor up to the message if the claim
     succeeded. The async face runs this in a worker thread and waits on the event loop."""
     settings = get_settings()
-    alias = using or settings.DATABASE
+    alias = using or database_for(reference.actor_type, reference.actor_id)
     if inside_turn():
         raise ActorCallCycle(
             "actor code cannot make synchronous calls to actors; use self.send_to(ref).op()"

@@ -31,7 +31,6 @@ from typing import Any
 from django.db import connections
 
 from . import pause_points
-from .conf import get_settings
 from .db.vendors import dialect_for
 from .errors import LostActivation, SolidObjectsError
 from .lease import acquire
@@ -40,6 +39,7 @@ from .outbox.effects import run_pending_effects
 from .passes import run_pass
 from .reminders import fire_due_reminders
 from .runtime.processes import callers
+from .shards import databases
 from .sync import cache_for, caller_cache, with_caller
 
 __all__ = [
@@ -135,19 +135,20 @@ def drain(
         raise ValueError(f"drain(roles=...) takes a sequence of {ROLES}, got {roles!r}")
     if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1:
         raise ValueError(f"drain(max_rounds=...) must be a positive integer, got {max_rounds!r}")
-    alias = using or get_settings().DATABASE
+    aliases = (using,) if using else databases()  # every shard, in turn, each round
     report = DrainReport()
     layer = channel_layer() if "broadcasts" in roles else None
     while True:
         before = report.total
-        if "reminders" in roles:
-            report.reminders += run_due_reminders(at, using=alias)
-        if "actors" in roles:
-            report.turns.extend(_run_due_actors(alias))
-        if "effects" in roles:
-            report.effects += run_pending_effects(alias)
-        if layer is not None:
-            report.broadcasts += _deliver_broadcasts(alias, layer)
+        for alias in aliases:
+            if "reminders" in roles:
+                report.reminders += run_due_reminders(at, using=alias)
+            if "actors" in roles:
+                report.turns.extend(_run_due_actors(alias))
+            if "effects" in roles:
+                report.effects += run_pending_effects(alias)
+            if layer is not None:
+                report.broadcasts += _deliver_broadcasts(alias, layer)
         if report.total == before:
             return report
         report.rounds += 1

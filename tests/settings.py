@@ -80,6 +80,21 @@ if os.environ.get("SOLID_TEST_DATABASE_NAME"):
     _db["NAME"] = os.environ["SOLID_TEST_DATABASE_NAME"]
     _db.pop("TEST", None)
 
+# A second database of the same server (or a second SQLite file): the shard tests
+# (tests/shards/) put actors on both with SOLID_OBJECTS["DATABASES"]. Unsharded tests never
+# touch it.
+SHARD_B = "shard_b"
+_shard = {**_db, "TEST": dict(_db.get("TEST") or {}), "OPTIONS": dict(_db.get("OPTIONS") or {})}
+if _vendor == "sqlite3":
+    _shard["NAME"] = str(SQLITE_DIR / "shard_b.sqlite3")
+    _shard["TEST"]["NAME"] = str(SQLITE_DIR / "test_shard_b.sqlite3")
+else:
+    _shard["NAME"] = f"{_db['NAME']}_shard_b"
+if os.environ.get("SOLID_TEST_SHARD_B_NAME"):  # a worker subprocess: straight to the test db
+    _shard["NAME"] = os.environ["SOLID_TEST_SHARD_B_NAME"]
+    _shard.pop("TEST", None)
+DATABASES[SHARD_B] = _shard
+
 SOLID_OBJECTS = {
     "PROCESS_HEARTBEAT_INTERVAL": 1.0,
     "PROCESS_ALIVE_THRESHOLD": 5.0,

@@ -126,7 +126,7 @@ def execute(row: EffectRow, alias: str) -> Attempt:
     """Run the effect's handler (outside any transaction). Actor messages have no handler:
     they are delivered when the attempt is recorded."""
     if row.name == ACTOR_MESSAGE:
-        return Attempt(row, ok=True)
+        return _deliver_across(row, alias)
     started = time.monotonic()
     handler = get_effect(row.name)
     if handler is None:
@@ -169,6 +169,18 @@ def execute(row: EffectRow, alias: str) -> Attempt:
     return Attempt(
         row, ok=True, result=result, result_json=result_json, duration=time.monotonic() - started
     )
+
+
+def _deliver_across(row: EffectRow, alias: str) -> Attempt:
+    """An actor message is delivered when its attempt is recorded, in that transaction;
+    one to an actor on another shard is delivered (and committed there) here, first."""
+    try:
+        if actor_messages.target_database(row) == alias:
+            return Attempt(row, ok=True)
+        actor_messages.deliver(row)
+    except Exception as exc:
+        return Attempt(row, ok=False, error=describe_exception(exc), retryable=is_retryable(exc))
+    return Attempt(row, ok=True)
 
 
 async def _awaited(awaitable: Any) -> Any:
@@ -247,7 +259,8 @@ def _record_success(alias: str, process_id: str, attempt: Attempt) -> str:
         if row.name == ACTOR_MESSAGE:
             if not queries.finish(cursor, dialect, row, process_id, status="completed"):
                 return LOST
-            actor_messages.deliver(row, alias)  # a failure rolls the completion back
+            if actor_messages.target_database(row) == alias:
+                actor_messages.deliver(row)  # a failure rolls the completion back
             return COMPLETED
         callback = row.success_operation
         source = callback is not None and queries.lock_instance(cursor, dialect, row.instance_id)

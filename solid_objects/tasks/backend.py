@@ -21,6 +21,7 @@ from ..db.connections import Attempt, recovering
 from ..errors import InvalidPayload
 from ..mailbox import Enqueued, enqueue, validate_identifier
 from ..registry import get_spec
+from ..shards import database_for, databases
 from . import compat, results
 from .naming import (
     RUN_OPERATION,
@@ -88,7 +89,12 @@ class SolidObjectsBackend(compat.BaseTaskBackend):
 
     @property
     def database(self) -> str:
+        """The alias of ``OPTIONS["DATABASE"]``, else the actors' home alias."""
         return self._database or get_settings().DATABASE
+
+    def database_of(self, actor_id: str) -> str:
+        """Where the task actor ``actor_id`` lives: ``OPTIONS["DATABASE"]``, else its shard."""
+        return self._database or database_for(TASK_ACTOR_TYPE, actor_id)
 
     # -- enqueue -----------------------------------------------------------------------
     def prepare(self, task: Any, args: Any, kwargs: Any) -> PreparedTask:
@@ -127,7 +133,7 @@ class SolidObjectsBackend(compat.BaseTaskBackend):
         )
         stored_args, stored_kwargs = prepared.args, prepared.kwargs
         spec = get_spec(TASK_ACTOR_TYPE)
-        alias = self.database
+        alias = self.database_of(actor_id)
 
         def write(attempt: Attempt) -> Enqueued:
             return enqueue(
@@ -163,7 +169,16 @@ class SolidObjectsBackend(compat.BaseTaskBackend):
 
     # -- results -----------------------------------------------------------------------
     def get_result(self, result_id: str) -> Any:
-        alias = self.database
+        # A result id does not say which shard holds its task: each is asked in turn.
+        aliases = (self._database,) if self._database else databases()
+        for alias in aliases[:-1]:
+            try:
+                return self._read(alias, result_id)
+            except compat.TaskResultDoesNotExist:
+                continue
+        return self._read(aliases[-1], result_id)
+
+    def _read(self, alias: str, result_id: str) -> Any:
         return recovering(alias, "get_result()", lambda attempt: results.read(alias, result_id))
 
     async def aget_result(self, result_id: str) -> Any:

@@ -36,6 +36,7 @@ def environment(
     default the caller's or INFO), unbuffered output; ``extra`` variables last."""
     env = dict(os.environ)
     env["SOLID_TEST_DATABASE_NAME"] = database_name
+    env.setdefault("SOLID_TEST_SHARD_B_NAME", shard_b_database_name())
     env["SOLID_TEST_SETTINGS_JSON"] = json.dumps(dict(settings or {}))
     if log_level is None:
         env.setdefault("SOLID_LOG", "INFO")
@@ -45,6 +46,13 @@ def environment(
     env.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
     env.update(extra or {})
     return env
+
+
+def shard_b_database_name() -> str:
+    """The name of the second shard's database in this process (tests/settings.py)."""
+    from django.db import connections
+
+    return str(connections["shard_b"].settings_dict["NAME"])
 
 
 def test_database_name() -> str:
