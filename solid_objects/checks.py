@@ -113,9 +113,10 @@ def check_journal_database(app_configs: Any = None, **kwargs: Any) -> list[Check
     ):
         return []  # the settings checks report those first
     journal = (user_settings() or {}).get("DATABASE", "default")
-    actors = solid_settings().DATABASE
-    if journal == actors:
+    shards = solid_settings().shards
+    if shards == (journal,):
         return []
+    actors = ", ".join(repr(alias) for alias in shards)
     recording = sorted(
         spec.actor_type for spec in actor_types().values() if _calls(spec.cls, "record_activity")
     )
@@ -124,10 +125,11 @@ def check_journal_database(app_configs: Any = None, **kwargs: Any) -> list[Check
     return [
         Error(
             f"Actors {', '.join(recording)} call self.record_activity(), which writes the "
-            f'journal in their fenced commit on {actors!r}, but TILTTEK_ACTIVITY["DATABASE"] '
-            f"is {journal!r}.",
+            f"journal in their fenced commit on their own database ({actors}), but "
+            f'TILTTEK_ACTIVITY["DATABASE"] is {journal!r}.',
             hint='Put the journal on the actors\' database (TILTTEK_ACTIVITY["DATABASE"]), or '
-            "record these activities from a view or a commit action instead.",
+            "record these activities from a view or a commit action instead (with shards, "
+            "the journal can be on one shard only).",
             id="solid_objects.E012",
         )
     ]

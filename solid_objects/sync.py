@@ -173,6 +173,17 @@ def call_sync(
     )
 
 
+def _inside_transaction(alias: str, settings: Any) -> bool:
+    """Whether the caller is inside ``transaction.atomic()`` on the actor's database or,
+    with shards, on another of ours (the call would commit apart from the caller's
+    writes there)."""
+    aliases = {alias} if len(settings.shards) == 1 else {alias, settings.DATABASE, *settings.shards}
+    return any(
+        connections[other].in_atomic_block and not testcase_transaction.allows_sync(other)
+        for other in aliases
+    )
+
+
 def start_sync(
     reference: ActorAddress,
     operation: str,
@@ -207,7 +218,7 @@ def start_sync(
         dialect=dialect_for(connection),
         settings=settings,
     )
-    if connection.in_atomic_block and not testcase_transaction.allows_sync(alias):
+    if _inside_transaction(alias, settings):
         raise SyncInsideTransaction(
             "a synchronous actor call cannot run inside transaction.atomic(): the caller must "
             "commit the message and then run the actor. Use ref.enqueue(...) inside the "

@@ -33,6 +33,7 @@ from .errors import (
 )
 from .mailbox import bind, validate_available_at, validate_identifier
 from .registry import get_commit_action
+from .shards import database_for
 from .spec import REJECTION_CODE, ActorAddress, ActorInstance, ActorSpec
 from .write_guard import handler_code, write_was_attempted
 
@@ -252,9 +253,14 @@ class TurnContext:
     """What handler code reaches through ``self``: message context and staging."""
 
     def __init__(
-        self, spec: ActorSpec, message: MessageContext, max_depth: int = payloads.MAX_DEPTH
+        self,
+        spec: ActorSpec,
+        message: MessageContext,
+        max_depth: int = payloads.MAX_DEPTH,
+        actor_id: str = "",
     ) -> None:
         self.spec = spec
+        self.actor_id = actor_id
         self.message = message
         self.staged = Staged()
         self.max_depth = max_depth
@@ -344,7 +350,7 @@ class TurnContext:
         The default key is derived from the message id and the call's position in the turn,
         so every run of this turn stages the same keys and the commit, which happens at most
         once, writes each once."""
-        problem = _journal_problem()
+        problem = _journal_problem(database_for(self.spec.actor_type, self.actor_id))
         if problem is not None:
             error = ImproperlyConfigured(problem)
             # errors.is_retryable() reads this attribute; Django's exception declares none.
@@ -370,13 +376,12 @@ class TurnContext:
         self.staged.commit_actions.append(StagedCommitAction(name, arguments))
 
 
-def _journal_problem() -> str | None:
-    """Why this process cannot record activity from a turn (the system check ``E012``
-    says so at start-up too), or None."""
+def _journal_problem(actors: str) -> str | None:
+    """Why this process cannot record activity from a turn of an actor on the ``actors``
+    alias (the system check ``E012`` says so at start-up too), or None."""
     if not apps.is_installed("tilttek_activity"):
         return "self.record_activity() needs 'tilttek_activity' in INSTALLED_APPS"
     journal = activity_settings().DATABASE
-    actors = get_settings().DATABASE
     if journal != actors:
         return (
             f"self.record_activity() writes in the fenced commit on {actors!r}, but "
@@ -467,6 +472,7 @@ def run_turn(
             operation=message.operation,
         ),
         max_depth,
+        actor.actor_id,
     )
     outcome = TurnOutcome(message=message, kind="completed", staged=context.staged)
     try:

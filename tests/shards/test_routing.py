@@ -8,7 +8,13 @@ import hashlib
 import pytest
 from django.db import connections, transaction
 
-from solid_objects import CrossShardTransaction, InvalidPayload, database_for, enqueue_many
+from solid_objects import (
+    CrossShardTransaction,
+    InvalidPayload,
+    SyncInsideTransaction,
+    database_for,
+    enqueue_many,
+)
 from solid_objects.models import Instance, Message
 from solid_objects.shards import choose, score
 from solid_objects.testing import drain
@@ -149,3 +155,36 @@ def test_enqueue_many_writes_each_shard_and_checks_every_message_first(sharded):
 def test_connections_are_distinct_databases():
     names = {connections[alias].settings_dict["NAME"] for alias in SHARDS}
     assert len(names) == 2
+
+
+def test_a_sync_call_inside_another_shards_transaction_is_refused(sharded):
+    on_b = ids_on("shard_b", 1)[0]
+    with pytest.raises(SyncInsideTransaction), transaction.atomic():
+        Counter.ref(on_b).add(amount=1)
+    assert not Message.objects.using("shard_b").exists()
+    assert not Instance.objects.using("shard_b").exists()
+
+
+def test_recording_actors_need_the_journal_on_their_shard(solid_settings, settings):
+    from django.core.checks import run_checks
+
+    solid_settings(DATABASES=SHARDS)
+    settings.TILTTEK_ACTIVITY = {"DATABASE": "default"}
+    errors = [m for m in run_checks() if m.id == "solid_objects.E012"]
+    assert len(errors) == 1
+    assert "'shard_b'" in errors[0].msg
+
+
+def test_a_bad_shard_list_fails_the_system_checks(solid_settings):
+    from solid_objects.checks import check_settings
+
+    for value, text in [
+        ("default", "non-empty list"),
+        ([], "non-empty list"),
+        (["default", "default"], "twice"),
+        (["default", "nowhere"], "'nowhere'"),
+    ]:
+        solid_settings(DATABASES=value)
+        errors = [m for m in check_settings() if m.id == "solid_objects.E015"]
+        assert len(errors) == 1, value
+        assert text in errors[0].msg
