@@ -25,6 +25,7 @@ from .errors import InvalidPayload, SolidObjectsError
 from .models import Reminder
 from .references import ref
 from .registry import get_spec, register
+from .shards import databases
 from .tasks.naming import TASK_ACTOR_TYPE
 
 SCHEDULE_ACTOR_TYPE = "solid_objects.schedule"
@@ -179,17 +180,17 @@ register(ScheduleActor)
 def sync_schedules() -> int:
     """Arm every schedule of the settings and disarm the ones that left them; returns how
     many arm and disarm messages were enqueued (each a no-op turn when nothing changed)."""
-    alias = get_settings().DATABASE
     wanted = definitions()
     for name, value in wanted.items():
         ref(SCHEDULE_ACTOR_TYPE, name).enqueue().arm(definition=value, digest=digest(value))
-    gone = (
-        Reminder.objects.using(alias)
+    left = [  # schedules' actors live on every shard
+        actor_id
+        for alias in databases()
+        for actor_id in Reminder.objects.using(alias)
         .filter(actor_type=SCHEDULE_ACTOR_TYPE, name=TICK)
         .exclude(actor_id__in=list(wanted))
         .values_list("actor_id", flat=True)
-    )
-    left = list(gone)
+    ]
     for name in left:
         ref(SCHEDULE_ACTOR_TYPE, name).enqueue().disarm()
     return len(wanted) + len(left)

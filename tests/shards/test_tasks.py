@@ -35,3 +35,34 @@ def test_tasks_spread_over_the_shards_and_their_results_are_found(solid_settings
         assert found.return_value == n + 1
     with pytest.raises(TaskResultDoesNotExist):
         tasks.add.get_result("no-such-result")
+
+
+def test_schedules_arm_and_disarm_on_every_shard(solid_settings):
+    from solid_objects.models import Reminder
+    from solid_objects.schedules import SCHEDULE_ACTOR_TYPE, sync_schedules
+
+    ring = {"cron": "*/5 * * * *", "actor": "tests.alarm", "operation": "ring"}
+    names = [f"s{n}" for n in range(16)]
+    solid_settings(
+        DATABASES=SHARDS,
+        SCHEDULES={
+            name: {**ring, "actor_id": name, "arguments": {"label": name}} for name in names
+        },
+    )
+    sync_schedules()
+    drain()
+    armed = {
+        alias: set(
+            Reminder.objects.using(alias)
+            .filter(actor_type=SCHEDULE_ACTOR_TYPE)
+            .values_list("actor_id", flat=True)
+        )
+        for alias in SHARDS
+    }
+    assert armed["default"] | armed["shard_b"] == set(names)
+    assert all(armed.values()), armed
+    solid_settings(DATABASES=SHARDS, SCHEDULES={})
+    assert sync_schedules() == 16
+    drain()
+    for alias in SHARDS:
+        assert not Reminder.objects.using(alias).filter(actor_type=SCHEDULE_ACTOR_TYPE).exists()
