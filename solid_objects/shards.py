@@ -33,6 +33,9 @@ from .errors import CrossShardTransaction
 
 #: The versioned prefix of every hashed identity (see the module docstring).
 HASH_TAG = b"solid-objects/shard/v1\x00"
+#: Strings are hashed as UTF-8 (a lone surrogate, which no stored identifier can hold, is
+#: hashed as its surrogate escape instead of failing).
+ENCODING = "utf-8"
 
 
 def databases() -> tuple[str, ...]:
@@ -51,11 +54,11 @@ def score(alias: str, actor_type: str, actor_id: str) -> int:
         b"".join(
             (
                 HASH_TAG,
-                alias.encode(),
+                alias.encode(ENCODING, "surrogatepass"),
                 b"\x00",
-                actor_type.encode(),
+                actor_type.encode(ENCODING, "surrogatepass"),
                 b"\x00",
-                actor_id.encode(),
+                actor_id.encode(ENCODING, "surrogatepass"),
             )
         )
     ).digest()
