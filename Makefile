@@ -79,12 +79,16 @@ $(STAMP): pyproject.toml | $(PY)
 	@echo '$(INSTALL_SPEC)' > $@
 
 # mysqlclient has no Linux wheels: it compiles against libmariadb found through pkg-config.
-# spin model-checks the protocol (tests/model): the test targets ask for it (NEED_SPIN=1).
-NEED_SPIN ?=
-SYSTEM_PACKAGES := libmariadb-dev pkg-config $(if $(NEED_SPIN),spin)
+# The test targets ask for two tools (NEED_TEST_TOOLS=1): spin model-checks the protocol
+# (tests/model), and pgbouncer stands in front of PostgreSQL in transaction-pooling mode
+# (tests/pooling; Debian installs it in /usr/sbin, off some users' PATH).
+NEED_TEST_TOOLS ?=
+SYSTEM_PACKAGES := libmariadb-dev pkg-config $(if $(NEED_TEST_TOOLS),spin pgbouncer)
 sysdeps:
 	@need=""; \
-	if [ -n "$(NEED_SPIN)" ] && ! command -v spin >/dev/null 2>&1; then need=1; fi; \
+	if [ -n "$(NEED_TEST_TOOLS)" ] && ! command -v spin >/dev/null 2>&1; then need=1; fi; \
+	if [ -n "$(NEED_TEST_TOOLS)" ] && ! command -v pgbouncer >/dev/null 2>&1 && \
+	   [ ! -x /usr/sbin/pgbouncer ]; then need=1; fi; \
 	case ",$(EXTRAS)," in *,mysql,*) \
 	  if ! { [ -x "$(PY)" ] && $(PY) -c 'import MySQLdb' >/dev/null 2>&1; } && \
 	     ! { command -v pkg-config >/dev/null 2>&1 && \
@@ -105,14 +109,14 @@ sysdeps:
 
 # ---------------------------------------------------------------- everyday targets
 test: $(STAMP)
-	@$(MAKE) sysdeps NEED_SPIN=1
+	@$(MAKE) sysdeps NEED_TEST_TOOLS=1
 	@.ci/test-matrix $(PY)
 
 # The slow adversarial suites (SIGKILL soak, private database servers restarted under load),
 # deselected from `make test`; one run after another by default (they load both cores).
 ADVERSARIAL_MARKERS ?= soak or restart
 test-adversarial: $(STAMP)
-	@$(MAKE) sysdeps NEED_SPIN=1
+	@$(MAKE) sysdeps NEED_TEST_TOOLS=1
 	@PYTEST_ARGS="-m '$(ADVERSARIAL_MARKERS)' $(PYTEST_ARGS)" TEST_PARALLEL=$${ADVERSARIAL_PARALLEL:-0} \
 	  .ci/test-matrix $(PY)
 
