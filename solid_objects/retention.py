@@ -19,6 +19,11 @@ short transaction per batch, times on the database clock:
 
 Every condition is also part of the ``DELETE`` (or the locked recheck), so a row that
 changes between the batch's ``SELECT`` and its deletion is left alone.
+
+With shards (``SOLID_OBJECTS["DATABASES"]``) each alias holds its own history:
+:func:`preview_all` and :func:`prune_all` (``manage.py prune_solid_objects``) cover the
+home alias and every shard, and ``run_actor_worker --all-roles`` prunes each shard it
+serves from that shard's supervisor.
 """
 
 from __future__ import annotations
@@ -52,6 +57,14 @@ class PruneCounts:
     processes: int = 0
     #: Instances per actor type (the types that have an ``instance_retention``).
     instances_by_type: dict[str, int] = field(default_factory=dict)
+
+    def add(self, other: PruneCounts) -> None:
+        """Count ``other``'s rows too (the same kinds on another database)."""
+        self.messages += other.messages
+        self.instances += other.instances
+        self.processes += other.processes
+        for actor_type, count in other.instances_by_type.items():
+            self.instances_by_type[actor_type] = self.instances_by_type.get(actor_type, 0) + count
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -125,6 +138,62 @@ def _instance_conditions(d: Dialect, cutoff: str) -> str:
 def _cutoff(dialect: Dialect, age: timedelta) -> tuple[str, list[Any]]:
     """``now - age`` on the database clock: SQL and parameters."""
     return dialect.now_plus(-age.total_seconds())
+
+
+def databases() -> tuple[str, ...]:
+    """Every alias with history to prune: the home alias ``DATABASE`` first, then each shard."""
+    settings = get_settings()
+    return tuple(dict.fromkeys((settings.DATABASE, *settings.shards)))
+
+
+def preview_all(aliases: Iterable[str], **kinds: bool) -> PruneCounts:
+    """:func:`preview` of each alias, summed."""
+    counts = PruneCounts()
+    for alias in aliases:
+        counts.add(preview(alias, **kinds))
+    return counts
+
+
+def prune_all(
+    aliases: Iterable[str],
+    *,
+    messages: bool = True,
+    instances: bool = True,
+    processes: bool = True,
+    batch_size: int | None = None,
+    progress: Progress | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> PruneCounts:
+    """:func:`prune` of each alias, summed: kind by kind (messages on every alias, then
+    instances, then processes), so ``progress`` sees one kind at a time."""
+    aliases = tuple(aliases)
+    selected = {"messages": messages, "instances": instances, "processes": processes}
+    if len(aliases) == 1:  # one database: one prune, as unsharded
+        return prune(
+            aliases[0],
+            batch_size=batch_size,
+            progress=progress,
+            should_stop=should_stop,
+            **selected,
+        )
+    counts = PruneCounts()
+    for kind in ("messages", "instances", "processes"):
+        if not selected[kind]:
+            continue
+        only = {name: name == kind for name in selected}
+        for alias in aliases:
+            if should_stop is not None and should_stop():
+                return counts
+            counts.add(
+                prune(
+                    alias,
+                    batch_size=batch_size,
+                    progress=progress,
+                    should_stop=should_stop,
+                    **only,
+                )
+            )
+    return counts
 
 
 def _marks(values: Iterable[Any]) -> str:

@@ -54,8 +54,31 @@ from .write_guard import inside_turn
 
 T = TypeVar("T")
 
+
+class CallerCaches:
+    """The activations this process's callers keep warm, one cache per alias: instance ids
+    are numbered by each database, so the same id names different actors on two shards."""
+
+    def __init__(self, max_entries: int = 1000) -> None:
+        self.max_entries = max_entries
+        self._caches: dict[str, ActivationCache] = {}
+
+    def of(self, alias: str) -> ActivationCache:
+        cache = self._caches.get(alias)
+        if cache is None:
+            cache = self._caches.setdefault(alias, ActivationCache(self.max_entries))
+        return cache
+
+    def clear(self) -> None:
+        for cache in list(self._caches.values()):
+            cache.clear()
+
+    def __len__(self) -> int:
+        return sum(len(cache) for cache in list(self._caches.values()))
+
+
 #: Activations this process's callers keep warm between calls.
-caller_cache = ActivationCache(max_entries=1000)
+caller_cache = CallerCaches(max_entries=1000)
 #: Inside a test's transaction (rolled back at its end) the warm activations and the caller
 #: registration live only as long as that transaction: one cache per test block.
 _test_caches: WeakKeyDictionary[Any, ActivationCache] = WeakKeyDictionary()
@@ -66,7 +89,7 @@ def cache_for(alias: str) -> ActivationCache:
     test's transaction one of its own (nothing of a rolled-back test survives it)."""
     scope = testcase_transaction.current(alias)
     if scope is None:
-        return caller_cache
+        return caller_cache.of(alias)
     cache = _test_caches.get(scope)
     if cache is None:
         cache = _test_caches[scope] = ActivationCache(max_entries=1000)

@@ -14,6 +14,8 @@ in-memory layer): with ``channels_redis`` the broadcast role of ``run_actor_work
 --all-roles`` (or ``run_broadcast_worker``) delivers across processes and hosts instead;
 ``enabled=True`` runs it in the web process anyway. It serves **one** web process: with
 several, each would deliver part of the rows to its own sockets only, so use a shared layer.
+With shards (``SOLID_OBJECTS["DATABASES"]``) it delivers the rows of every shard, one
+supervisor per shard.
 
 The wrapper answers the ASGI ``lifespan`` protocol itself: the role starts at startup (or at
 the first connection, for servers without lifespan) and stops at shutdown, finishing the
@@ -32,7 +34,9 @@ from typing import Any
 from ..conf import get_settings
 from ..outbox.broadcasts import BroadcastRole
 from ..runtime.roles import Role, RoleHost
+from ..runtime.shard_group import SupervisorGroup
 from ..runtime.supervisor import Supervisor
+from ..shards import databases
 from .layers import default_layer, describe, is_process_local
 
 logger = logging.getLogger("solid_objects")
@@ -78,8 +82,14 @@ class EmbeddedDelivery:
         def factory(host: Supervisor, index: int) -> Role:
             return EmbeddedBroadcastRole(host, index, bound)
 
-        self.supervisor = Supervisor(
-            roles=[(factory, 1)], alias=get_settings().DATABASE, install_signal_handlers=False
+        supervisors = [
+            Supervisor(roles=[(factory, 1)], alias=alias, install_signal_handlers=False)
+            for alias in databases()
+        ]
+        self.supervisor: Supervisor | SupervisorGroup = (
+            supervisors[0]
+            if len(supervisors) == 1
+            else SupervisorGroup(supervisors, install_signal_handlers=False)
         )
         self.thread = threading.Thread(
             target=self._run, name="solid-objects-embedded-broadcasts", daemon=True

@@ -423,15 +423,22 @@ def slot_ready(alias: str, process_id: str, row: EffectRow) -> bool:
 def _wait_for_slot(alias: str, process_id: str, row: EffectRow, interval: float) -> bool:
     """Take the next slot of the effect's rate (in the database) and sleep until it; or
     hand the effect back, due at its slot, when that is more than ``MAX_SLOT_WAIT`` away.
-    A deadlock victim (InnoDB) tries again, up to ``DEADLOCK_RETRIES`` times."""
-    connection = connections[alias]
+    A deadlock victim (InnoDB) tries again, up to ``DEADLOCK_RETRIES`` times.
+
+    A rate is global: its row lives on the home alias ``SOLID_OBJECTS["DATABASE"]``
+    whichever shard holds the effect, so every worker of every shard shares it. On the
+    home alias itself the hand-back commits with the slot's read; an effect of another
+    shard is handed back on its own shard right after (nothing was taken: a failure there
+    leaves the claim to be tried again)."""
+    home = get_settings().DATABASE
+    connection = connections[home]
     dialect = dialect_for(connection)
     failures = 0
     while True:
         try:
-            with transaction.atomic(using=alias), connection.cursor() as cursor:
+            with transaction.atomic(using=home), connection.cursor() as cursor:
                 slot = rate_limits.take_slot(cursor, dialect, row.name, interval, MAX_SLOT_WAIT)
-                if slot is not None and not slot[0]:
+                if slot is not None and not slot[0] and home == alias:
                     queries.defer(cursor, dialect, row, process_id, slot[2])
                     return False
         except DatabaseError as exc:
@@ -441,11 +448,16 @@ def _wait_for_slot(alias: str, process_id: str, row: EffectRow, interval: float)
             continue
         if slot is None:  # the name's first attempt anywhere: its row, in its own transaction
             try:
-                with transaction.atomic(using=alias), connection.cursor() as cursor:
+                with transaction.atomic(using=home), connection.cursor() as cursor:
                     rate_limits.create(cursor, dialect, row.name)
             except IntegrityError:
                 pass  # another worker created it first
             continue
+        if not slot[0]:  # an effect of another shard than the home alias: hand it back there
+            shard = connections[alias]
+            with transaction.atomic(using=alias), shard.cursor() as cursor:
+                queries.defer(cursor, dialect_for(shard), row, process_id, slot[2])
+            return False
         wait = slot[1]
         if wait > 0:
             time.sleep(wait)
@@ -507,7 +519,7 @@ class EffectRole(Role):
                 return False
         while self._unslotted:
             row = self._unslotted[0]
-            # The rate limit of its name holds across every worker and host (a handed-back
+            # The rate limit of its name holds across every worker, host and shard (a handed-back
             # row is due again at its slot and claimed then).
             if slot_ready(self.alias, self.process_id, row):
                 self._unrecorded.append(execute(row, self.alias))

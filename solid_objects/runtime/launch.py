@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ..conf import get_settings
 from ..db.work_filter import WorkFilter
 from .roles import ActorRole, Role
+from .shard_group import SupervisorGroup, served_aliases
 from .supervisor import RETENTION_INTERVAL, Periodic, Supervisor
+
+#: What a worker command runs: the supervisor of its one database, or a group of them.
+Workers = Supervisor | SupervisorGroup
 
 #: Under ``--all-roles`` the first retention run comes this long after start (seconds), then
 #: every ``RETENTION_INTERVAL``: frequent restarts (deploys) still prune.
@@ -33,6 +39,44 @@ def build_supervisor(
     if all_roles:
         supervisor.periodic.append(retention_task(supervisor))
     return supervisor
+
+
+def build_workers(
+    *,
+    database: str | None = None,
+    actor_threads: int = 1,
+    all_roles: bool = False,
+    broadcasts: bool = True,
+    work_filter: WorkFilter | None = None,
+) -> Workers:
+    """``run_actor_worker``: :func:`build_supervisor` for every shard (``--threads`` actor
+    threads each), or for the one ``database`` names (it must be a shard:
+    :class:`~.shard_group.NotAShard` otherwise)."""
+    return _grouped(
+        lambda alias: build_supervisor(
+            actor_threads=actor_threads,
+            all_roles=all_roles,
+            alias=alias,
+            broadcasts=broadcasts,
+            work_filter=work_filter,
+        ),
+        served_aliases(database),
+    )
+
+
+def role_workers(role: type[Role], threads: int = 1, database: str | None = None) -> Workers:
+    """``run_effect_worker`` and the like: ``threads`` threads of one role on every shard
+    (or on ``database``)."""
+    return _grouped(
+        lambda alias: Supervisor(roles=[(role, max(1, threads))], alias=alias),
+        served_aliases(database),
+    )
+
+
+def _grouped(build: Callable[[str], Supervisor], aliases: tuple[str, ...]) -> Workers:
+    if len(aliases) == 1:
+        return build(aliases[0])  # one database: the supervisor alone, as unsharded
+    return SupervisorGroup([build(alias) for alias in aliases])
 
 
 def retention_task(supervisor: Supervisor) -> Periodic:

@@ -118,6 +118,11 @@ class Supervisor:
             logger.warning("second stop signal: exiting now")
             os._exit(1)
         logger.info("stop requested: finishing the turns in flight")
+        self.stop()
+
+    def stop(self) -> None:
+        """Stop claiming and end :meth:`run` once the turns in flight finished (no signal
+        counted: a :class:`~.shard_group.SupervisorGroup` counts the signals of all)."""
         self.stopping.set()
         self._attention.set()
         for kind in KINDS:

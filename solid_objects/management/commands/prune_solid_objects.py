@@ -19,7 +19,11 @@ class Command(BaseCommand):
             "--execute", action="store_true", help="delete (default: only count what would go)"
         )
         parser.add_argument("--batch-size", type=int, default=None, help="rows per transaction")
-        parser.add_argument("--database", default=None, help="database alias")
+        parser.add_argument(
+            "--database",
+            default=None,
+            help="prune only this alias (default: SOLID_OBJECTS['DATABASE'] and every shard)",
+        )
 
     def handle(
         self,
@@ -32,13 +36,21 @@ class Command(BaseCommand):
         database: str | None,
         **options: Any,
     ) -> None:
+        from django.core.management.base import CommandError
+
         from solid_objects import retention
 
+        aliases = retention.databases()
+        if database is not None:
+            if database not in aliases:
+                known = ", ".join(repr(alias) for alias in aliases)
+                raise CommandError(f"--database {database!r} holds no actors (they are on {known})")
+            aliases = (database,)
         if not (messages or instances or processes):
             messages = instances = processes = True  # no selection: everything
         self._verbosity = options.get("verbosity", 1)
         kinds = {"messages": messages, "instances": instances, "processes": processes}
-        counts = retention.preview(database, **kinds)
+        counts = retention.preview_all(aliases, **kinds)
         found = counts.as_dict()
         if not execute:
             for kind, selected in kinds.items():
@@ -49,7 +61,7 @@ class Command(BaseCommand):
                             self.stdout.write(f"  {actor_type}: {count}")
             self.stdout.write("preview only: run again with --execute to delete")
             return
-        deleted = self._prune(retention, database, kinds, found, batch_size)
+        deleted = self._prune(retention, aliases, kinds, found, batch_size)
         for kind, selected in kinds.items():
             if selected:
                 self.stdout.write(f"{kind}: {getattr(deleted, kind)} deleted")
@@ -57,7 +69,7 @@ class Command(BaseCommand):
     def _prune(
         self,
         retention: Any,
-        database: str | None,
+        aliases: tuple[str, ...],
         kinds: dict[str, bool],
         found: dict[str, Any],
         batch_size: int | None,
@@ -74,4 +86,4 @@ class Command(BaseCommand):
                     bar = current[kind] = bars.new(total=found[kind] or None, desc=kind)
                 bar.update(rows)
 
-            return retention.prune(database, batch_size=batch_size, progress=progress, **kinds)
+            return retention.prune_all(aliases, batch_size=batch_size, progress=progress, **kinds)

@@ -9,14 +9,20 @@ class Command(BaseCommand):
     help = "Run actor turns (and, with --all-roles, the effect, reminder and broadcast roles)."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--threads", type=int, default=1, help="actor role threads (default 1)")
+        parser.add_argument(
+            "--threads", type=int, default=1, help="actor role threads per shard (default 1)"
+        )
         parser.add_argument(
             "--all-roles",
             action="store_true",
             help="also run the effect, reminder and broadcast roles, periodic "
             "cleanup and retention, under one supervisor",
         )
-        parser.add_argument("--database", default=None, help="database alias")
+        parser.add_argument(
+            "--database",
+            default=None,
+            help="serve only this shard (default: every alias of SOLID_OBJECTS['DATABASES'])",
+        )
         parser.add_argument(
             "--actor-types",
             default="",
@@ -67,7 +73,8 @@ class Command(BaseCommand):
             return
         from solid_objects.live.layers import default_layer, describe, is_process_local
         from solid_objects.runtime.dedication import UnknownWork, names, work_filter
-        from solid_objects.runtime.launch import build_supervisor
+        from solid_objects.runtime.launch import build_workers
+        from solid_objects.runtime.shard_group import NotAShard
 
         try:
             work = work_filter(names(actor_types), names(exclude_actor_types), names(queues))
@@ -82,16 +89,16 @@ class Command(BaseCommand):
                 "this worker leaves broadcasts to the web process (EmbeddedBroadcasts in "
                 "asgi.py); use channels_redis to deliver them from here"
             )
-        supervisor = build_supervisor(
-            actor_threads=threads,
-            all_roles=all_roles,
-            alias=database,
-            broadcasts=broadcasts,
-            work_filter=work,
-        )
-        if reload:
-            code = reloading.run_child(supervisor.run, supervisor.request_stop)
-        else:
-            code = supervisor.run()
+        try:
+            workers = build_workers(
+                database=database,
+                actor_threads=threads,
+                all_roles=all_roles,
+                broadcasts=broadcasts,
+                work_filter=work,
+            )
+        except NotAShard as exc:
+            raise CommandError(str(exc)) from None
+        code = reloading.run_child(workers.run, workers.request_stop) if reload else workers.run()
         if code:
             raise SystemExit(code)

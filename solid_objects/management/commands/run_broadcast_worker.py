@@ -2,23 +2,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 
 class Command(BaseCommand):
     help = "Deliver the broadcast outbox to Django Channels groups (observable changes)."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--threads", type=int, default=1, help="broadcast threads (default 1)")
-        parser.add_argument("--database", default=None, help="database alias")
+        parser.add_argument(
+            "--threads", type=int, default=1, help="broadcast threads per shard (default 1)"
+        )
+        parser.add_argument(
+            "--database",
+            default=None,
+            help="serve only this shard (default: every alias of SOLID_OBJECTS['DATABASES'])",
+        )
 
     def handle(self, *args: Any, threads: int, database: str | None, **options: Any) -> None:
-        from django.core.management.base import CommandError
-
-        from solid_objects.conf import get_settings
         from solid_objects.live.layers import default_layer, describe, is_process_local
         from solid_objects.outbox.broadcasts import BroadcastRole
-        from solid_objects.runtime.supervisor import Supervisor
+        from solid_objects.runtime.launch import role_workers
+        from solid_objects.runtime.shard_group import NotAShard
 
         layer = default_layer()
         if is_process_local(layer):
@@ -27,7 +31,10 @@ class Command(BaseCommand):
                 "browser is connected: deliver broadcasts in the web process "
                 "(solid_objects.live.embedded.EmbeddedBroadcasts) or configure channels_redis"
             )
-        alias = database or get_settings().DATABASE
-        code = Supervisor(roles=[(BroadcastRole, max(1, threads))], alias=alias).run()
+        try:
+            workers = role_workers(BroadcastRole, threads, database)
+        except NotAShard as exc:
+            raise CommandError(str(exc)) from None
+        code = workers.run()
         if code:
             raise SystemExit(code)

@@ -2,21 +2,28 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 
 class Command(BaseCommand):
     help = "Run the reminder scheduler: due reminders become mailbox messages."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--database", default=None, help="database alias")
+        parser.add_argument(
+            "--database",
+            default=None,
+            help="serve only this shard (default: every alias of SOLID_OBJECTS['DATABASES'])",
+        )
 
     def handle(self, *args: Any, database: str | None, **options: Any) -> None:
-        from solid_objects.conf import get_settings
         from solid_objects.reminders import ReminderRole
-        from solid_objects.runtime.supervisor import Supervisor
+        from solid_objects.runtime.launch import role_workers
+        from solid_objects.runtime.shard_group import NotAShard
 
-        alias = database or get_settings().DATABASE
-        code = Supervisor(roles=[(ReminderRole, 1)], alias=alias).run()
+        try:
+            workers = role_workers(ReminderRole, 1, database)
+        except NotAShard as exc:
+            raise CommandError(str(exc)) from None
+        code = workers.run()
         if code:
             raise SystemExit(code)
