@@ -32,6 +32,7 @@ from .errors import (
     SyncInsideTransaction,
     SyncTimeout,
     UnknownActorType,
+    UnknownDatabase,
     UnknownOperation,
 )
 from .references import (
@@ -79,6 +80,7 @@ __all__ = [
     "SyncInsideTransaction",
     "SyncTimeout",
     "UnknownActorType",
+    "UnknownDatabase",
     "UnknownOperation",
     "attribute",
     "commit_action",

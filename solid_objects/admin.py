@@ -2,21 +2,25 @@
 read-only views of messages, reminders, outboxes and processes.
 
 Change lists stay fast on large tables: no full counts (``show_full_result_count``), filters
-on indexed columns, no per-row queries. State is never editable here.
+on indexed columns, no per-row queries. State is never editable here. With shards every
+page reads one alias, the ``shard`` choice (:mod:`solid_objects.admin_shards`), and the
+object pages and actions act on the row's own shard.
 """
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.contrib import admin, messages
+from django.contrib.admin.templatetags.admin_urls import add_preserved_filters
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
+from .admin_shards import ShardedAdmin, ShardedInline, shard_query
 from .conf import get_settings
 from .live.layers import default_layer, is_process_local
 from .models import (
@@ -35,16 +39,6 @@ from .models import (
 )
 from .tasks.naming import RUN_OPERATION, TASK_ACTOR_TYPE, describe
 
-if TYPE_CHECKING:
-    # django-stubs makes these classes generic; Django's own take no subscript at run time.
-    # ReadOnlyAdmin serves seven models: each subclass annotates its own model's methods.
-    _ModelAdmin = admin.ModelAdmin[Any]
-    _ReadyInline = admin.TabularInline[ReadyMessage, Instance]
-    _ClaimedInline = admin.TabularInline[ClaimedMessage, Instance]
-else:
-    _ModelAdmin = admin.ModelAdmin
-    _ReadyInline = _ClaimedInline = admin.TabularInline
-
 
 def operation_label(actor_type: str, actor_id: str, operation: str, arguments: Any) -> str:
     """The operation, or for a ``django.tasks`` task the task and its queue."""
@@ -60,7 +54,7 @@ def pretty_json(value: Any) -> str:
     )
 
 
-class ReadOnlyAdmin(_ModelAdmin):
+class ReadOnlyAdmin(ShardedAdmin):
     """Operators look; the runtime writes."""
 
     show_full_result_count = False
@@ -151,11 +145,12 @@ class DeadLetterAdmin(ReadOnlyAdmin):
         self.message_user(request, f"Retried {retried} dead letter(s).", messages.SUCCESS)
 
     def _retry(self, request: HttpRequest, dead_letter: DeadLetter) -> int:
-        message = dead_letter.retry()
+        message = dead_letter.retry()  # on the row's own shard
+        where = f" on {dead_letter._state.db}" if shard_query(str(dead_letter._state.db)) else ""
         self.log_change(
             request,
             dead_letter,
-            f"Retried as message {message.id} (key dead-letter:{dead_letter.pk})",
+            f"Retried as message {message.id} (key dead-letter:{dead_letter.pk}){where}",
         )
         return message.id
 
@@ -171,10 +166,13 @@ class DeadLetterAdmin(ReadOnlyAdmin):
         ]
 
     def retry_view(self, request: HttpRequest, object_id: int) -> HttpResponseRedirect:
-        change_url = reverse(
-            f"admin:{self.opts.app_label}_{self.opts.model_name}_change",
-            args=[object_id],
-            current_app=self.admin_site.name,
+        change_url = add_preserved_filters(
+            {"preserved_filters": self.get_preserved_filters(request), "opts": self.opts},
+            reverse(
+                f"admin:{self.opts.app_label}_{self.opts.model_name}_change",
+                args=[object_id],
+                current_app=self.admin_site.name,
+            ),
         )
         if request.method != "POST" or not self.has_retry_permission(request):
             return HttpResponseRedirect(change_url)
@@ -186,7 +184,7 @@ class DeadLetterAdmin(ReadOnlyAdmin):
         return HttpResponseRedirect(change_url)
 
 
-class ReadyInline(_ReadyInline):
+class ReadyInline(ShardedInline):
     model = ReadyMessage
     fields = ("sequence", "message_id", "available_at")
     readonly_fields = fields
@@ -199,7 +197,7 @@ class ReadyInline(_ReadyInline):
         return super().get_queryset(request).order_by("sequence")
 
 
-class ClaimedInline(_ClaimedInline):
+class ClaimedInline(ShardedInline):
     model = ClaimedMessage
     fields = ("message_id", "process_id", "activation_generation", "claimed_at")
     readonly_fields = fields
@@ -275,7 +273,8 @@ class InstanceAdmin(ReadOnlyAdmin):
     @admin.display(description="recent messages")
     def recent_messages(self, obj: Instance) -> str:
         rows = (
-            Message.objects.filter(instance_id=obj.pk)
+            Message.objects.using(obj._state.db)
+            .filter(instance_id=obj.pk)
             .order_by("-sequence")
             .values_list(
                 "sequence",

@@ -150,7 +150,7 @@ def check_routing(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     from django.apps import apps
     from django.db.utils import ConnectionRouter
 
-    from .routers import ACTORS_APP, JOURNAL_APP, alias_for_app
+    from .routers import ACTORS_APP, JOURNAL_APP, alias_for_app, aliases_for_actors
 
     raw = getattr(settings, "SOLID_OBJECTS", None)
     if raw is not None and (
@@ -185,17 +185,21 @@ def check_routing(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
                     id="solid_objects.E013",
                 )
             )
+        # The actors' tables belong on DATABASE and on every shard of DATABASES.
+        used = aliases_for_actors() if app_label == ACTORS_APP else {alias}
         others = [
             other
             for other in settings.DATABASES
-            if other != alias and router.allow_migrate(other, app_label)
+            if other not in used and router.allow_migrate(other, app_label)
         ]
         if others:
+            shown = ", ".join(repr(u) for u in settings.DATABASES if u in used)
             messages.append(
                 CheckWarning(
                     f"migrate would create the {app_label} tables on "
-                    f"{', '.join(repr(o) for o in others)} as well as on {alias!r}: only "
-                    f"{alias!r} is used, the other copies stay empty and mislead.",
+                    f"{', '.join(repr(o) for o in others)} as well as on {shown}: only "
+                    f"{shown} {'is' if len(used) == 1 else 'are'} used, the other copies "
+                    "stay empty and mislead.",
                     hint=ROUTER_HINT,
                     id="solid_objects.W003",
                 )
@@ -205,29 +209,35 @@ def check_routing(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
 
 @register(TAG)
 def check_pool_size(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """Django's native PostgreSQL pool on the actors' database must hold every connection
-    a worker process keeps (docs/operations.md, "Connections")."""
+    """Django's native PostgreSQL pool on the actors' database (and on each shard) must hold
+    every connection a worker process keeps (docs/operations.md, "Connections")."""
+    from .routers import actor_aliases
     from .runtime.connection_budget import connections_needed, pool_max_size
 
     raw = getattr(settings, "SOLID_OBJECTS", None)
-    alias = raw.get("DATABASE", "default") if isinstance(raw, Mapping) else "default"
-    if not isinstance(alias, str) or alias not in settings.DATABASES:
-        return []
-    size = pool_max_size(settings.DATABASES[alias])
+    if raw is not None and (
+        not isinstance(raw, Mapping) or any(isinstance(m, Error) for m in check_settings())
+    ):
+        return []  # the settings checks report those first
     needed = connections_needed(1, all_roles=True)
-    if size is None or size >= needed:
-        return []
     return [
-        CheckWarning(
-            f"The connection pool of database {alias!r} holds at most {size} connections, but "
-            f"a worker process keeps one per role thread plus its supervisor: "
-            f"run_actor_worker --all-roles needs {needed} (and one more per extra --threads), "
-            f"run_actor_worker --threads N needs N + 1. Roles waiting for a connection stall.",
-            hint='Set OPTIONS["pool"] = {"max_size": ...} to at least that, or run the workers '
-            "on an alias without a pool.",
-            id="solid_objects.W004",
-        )
+        _pool_warning(alias, size, needed)
+        for alias in actor_aliases()
+        for size in [pool_max_size(settings.DATABASES[alias])]
+        if size is not None and size < needed
     ]
+
+
+def _pool_warning(alias: str, size: int, needed: int) -> CheckMessage:
+    return CheckWarning(
+        f"The connection pool of database {alias!r} holds at most {size} connections, but "
+        f"a worker process keeps one per role thread plus its supervisor: "
+        f"run_actor_worker --all-roles needs {needed} (and one more per extra --threads), "
+        f"run_actor_worker --threads N needs N + 1. Roles waiting for a connection stall.",
+        hint='Set OPTIONS["pool"] = {"max_size": ...} to at least that, or run the workers '
+        "on an alias without a pool.",
+        id="solid_objects.W004",
+    )
 
 
 def _calls(cls: type, attribute: str) -> bool:

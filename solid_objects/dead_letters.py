@@ -2,7 +2,8 @@
 
 Operators reach it through ``DeadLetter.objects.retry()`` (admin, ``manage.py
 solid_objects_dead_letters --retry``); the statements are in
-:mod:`solid_objects.db.dead_letters`.
+:mod:`solid_objects.db.dead_letters`. Over shards, :mod:`solid_objects.dead_letter_lookup`
+lists them and finds the alias holding an id.
 """
 
 from __future__ import annotations

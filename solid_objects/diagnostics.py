@@ -10,9 +10,9 @@ non-zero):
    ``solid_objects`` migration is unapplied;
 4. **wake-ups**: the configured transport answers its probe (a failure with ``"auto"`` only
    warns: workers fall back to polling);
-5. **copies**: no other database alias holds a copy of the tables (``migrate`` without
-   :class:`~solid_objects.routers.SolidObjectsRouter` creates them on every alias; a copy
-   misleads whoever reads it): a copy fails;
+5. **copies**: no alias but ``DATABASE`` and the shards holds a copy of the tables
+   (``migrate`` without :class:`~solid_objects.routers.SolidObjectsRouter` creates them on
+   every alias; a copy misleads whoever reads it): a copy fails;
 6. **roles**: live processes per role kind; a stale one (heartbeat older than
    ``PROCESS_ALIVE_THRESHOLD``) warns, a missing role kind warns (an idle caller, a web
    process that made sync calls, is not a role and never warns);
@@ -23,6 +23,11 @@ non-zero):
 8. **round trip**: a real synchronous call to the internal diagnostic actor
    ``solid_objects.diagnostic`` (caller-assisted: it runs in this process through the
    normal enqueue, lease, fenced commit path), whose instance is destroyed afterwards.
+
+With shards (``SOLID_OBJECTS["DATABASES"]``) the database, schema, wake-ups and round trip
+checks run once per alias holding the tables (each finding names its ``database``; the
+round trip calls an actor that lives on that shard), roles and backlog read the totals over
+every alias; ``--database ALIAS`` checks one alias only.
 """
 
 from __future__ import annotations
@@ -31,8 +36,9 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from itertools import count
 from typing import Any
 
 from .actor import Actor, attribute
@@ -80,36 +86,74 @@ class Finding:
     check: str
     status: str
     detail: str
+    #: The alias checked, for a check run once per shard (``None``: the whole deployment).
+    database: str | None = None
 
     def as_dict(self) -> dict[str, str]:
-        return {"check": self.check, "status": self.status, "detail": self.detail}
+        found = {"check": self.check, "status": self.status, "detail": self.detail}
+        if self.database is not None:
+            found["database"] = self.database
+        return found
 
 
 def run_checks(using: str | None = None, *, round_trip: bool = True) -> list[Finding]:
-    """Every check, in order; a check that raises is reported as failed."""
-    from .conf import get_settings
+    """Every check, in order; a check that raises is reported as failed.
 
-    alias = using or get_settings().DATABASE
-    checks: list[tuple[str, Callable[[str], Finding]]] = [
-        ("configuration", check_configuration),
-        ("database", check_database),
-        ("schema", check_schema),
-        ("wake-ups", check_wake_ups),
-        ("copies", check_copies),
-        ("roles", check_roles),
-        ("backlog", check_backlog),
+    ``using`` checks one alias; ``None`` checks ``DATABASE`` and, with shards, every alias
+    of ``DATABASES`` (an alias holding no tables raises
+    :class:`~solid_objects.errors.UnknownDatabase` before any check runs).
+    """
+    from .routers import actor_aliases, require_actor_alias
+    from .shards import databases
+
+    aliases = (require_actor_alias(using),) if using is not None else actor_aliases()
+    shards = set(databases())
+    sharded = len(aliases) > 1
+    scope = aliases[0] if not sharded else None  # roles and backlog: every alias together
+
+    def each(
+        name: str, check: Callable[[str], Finding], over: Sequence[str] = aliases
+    ) -> list[_Step]:
+        return [_Step(name, check, alias, alias if sharded else None) for alias in over]
+
+    head = [
+        _Step("configuration", check_configuration, aliases[0]),
+        *each("database", check_database),
+        *each("schema", check_schema),
     ]
-    if round_trip:
-        checks.append(("round trip", check_round_trip))
-    findings = []
-    for name, check in checks:
+    tail = [
+        *each("wake-ups", check_wake_ups),
+        _Step("copies", check_copies, aliases[0]),
+        _Step("roles", check_roles, scope),
+        _Step("backlog", check_backlog, scope),
+    ]
+    if round_trip:  # an actor of each shard answers (a DATABASE that is no shard has none)
+        tail.extend(each("round trip", check_round_trip, [a for a in aliases if a in shards]))
+    findings = _run(head)
+    if any(f.check == "schema" and f.status == FAIL for f in findings):
+        return findings  # nothing below works without the tables
+    return findings + _run(tail)
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One check to run on ``alias``; its finding names ``database`` when set (sharded)."""
+
+    name: str
+    check: Callable[[Any], Finding]
+    alias: str | None
+    database: str | None = None
+
+    def run(self) -> Finding:
         try:
-            findings.append(check(alias))
+            finding = self.check(self.alias)
         except Exception as exc:
-            findings.append(Finding(name, FAIL, f"{type(exc).__name__}: {exc}"))
-        if name == "schema" and findings[-1].status == FAIL:
-            break  # nothing below works without the tables
-    return findings
+            finding = Finding(self.name, FAIL, f"{type(exc).__name__}: {exc}")
+        return finding if self.database is None else replace(finding, database=self.database)
+
+
+def _run(steps: list[_Step]) -> list[Finding]:
+    return [step.run() for step in steps]
 
 
 def check_configuration(alias: str) -> Finding:
@@ -117,7 +161,7 @@ def check_configuration(alias: str) -> Finding:
 
     from .checks import TAG
 
-    messages = run_checks(tags=[TAG])
+    messages = [m for m in run_checks(tags=[TAG]) if not m.is_silenced()]
     errors = [m for m in messages if m.level >= ERROR]
     if errors:
         return Finding("configuration", FAIL, "; ".join(str(m.msg) for m in errors))
@@ -189,16 +233,19 @@ ROLE_KINDS = {
 
 
 def check_copies(alias: str) -> Finding:
-    """Other aliases holding a copy of the tables (introspection only)."""
+    """Aliases other than ``alias``, ``DATABASE`` and the shards holding a copy of the
+    tables (introspection only)."""
     from django.conf import settings
     from django.db import connections
 
     from .conf import table
+    from .routers import actor_aliases
 
     ours = {table(name) for name in TABLES}
+    used = [alias, *(other for other in actor_aliases() if other != alias)]
     copies, unreachable = [], []
     for other in settings.DATABASES:
-        if other == alias:
+        if other in used:
             continue
         connection = connections[other]
         if connection.settings_dict.get("TEST", {}).get("MIRROR"):
@@ -210,16 +257,18 @@ def check_copies(alias: str) -> Finding:
             continue
         if present:
             copies.append(f"{other!r} ({len(present)} tables)")
+    shown = ", ".join(repr(name) for name in used)
     if copies:
         return Finding(
             "copies",
             FAIL,
-            f"the solid_objects tables also exist on {', '.join(copies)}; only {alias!r} is "
-            "used: add solid_objects.routers.SolidObjectsRouter to DATABASE_ROUTERS and drop "
-            "the copies (manage.py migrate solid_objects zero --database ALIAS)",
+            f"the solid_objects tables also exist on {', '.join(copies)}; only {shown} "
+            f"{'is' if len(used) == 1 else 'are'} used: add "
+            "solid_objects.routers.SolidObjectsRouter to DATABASE_ROUTERS and drop the copies "
+            "(manage.py migrate solid_objects zero --database ALIAS)",
         )
     suffix = f" (not reachable: {', '.join(unreachable)})" if unreachable else ""
-    return Finding("copies", OK, f"tables only on {alias!r}{suffix}")
+    return Finding("copies", OK, f"tables only on {shown}{suffix}")
 
 
 def _live_kinds(report: dict[str, Any]) -> tuple[dict[str, int], list[str]]:
@@ -235,10 +284,11 @@ def _live_kinds(report: dict[str, Any]) -> tuple[dict[str, int], list[str]]:
     return kinds, stale
 
 
-def check_roles(alias: str) -> Finding:
-    from .status import collect
+def check_roles(alias: str | None) -> Finding:
+    """Live roles on ``alias`` (``None``: over every alias holding actors)."""
+    from .status import report
 
-    kinds, stale = _live_kinds(collect(alias))
+    kinds, stale = _live_kinds(report(alias))
     summary = ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items())) or "none"
     problems = []
     if stale:
@@ -259,11 +309,12 @@ def _shown(seconds: float) -> str:
     return f"{seconds:.0f}s" if seconds < 120 else f"{seconds / 60:.0f}m"
 
 
-def check_backlog(alias: str) -> Finding:
+def check_backlog(alias: str | None) -> Finding:
+    """Overdue work on ``alias`` (``None``: the totals over every alias holding actors)."""
     from .conf import get_settings
-    from .status import collect
+    from .status import report as status_report
 
-    report = collect(alias)
+    report = status_report(alias)
     kinds, _ = _live_kinds(report)
     threshold = get_settings().PROCESS_ALIVE_THRESHOLD
     mailbox, outbox, reminders = report["mailbox"], report["outbox"], report["reminders"]
@@ -309,10 +360,25 @@ def _forget_caller(alias: str) -> None:
     processes.deregister(process_id, alias)
 
 
+def _actor_id_on(alias: str) -> str:
+    """A fresh diagnostic actor id that lives on ``alias`` (any id when ``alias`` is not a
+    shard: the call then goes to whichever shard the id hashes to)."""
+    from .shards import database_for, databases
+
+    base = f"doctor-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    if alias not in databases() or len(databases()) == 1:
+        return base
+    return next(
+        candidate
+        for candidate in (base if n == 0 else f"{base}-{n}" for n in count())
+        if database_for(DIAGNOSTIC_TYPE, candidate) == alias
+    )
+
+
 def check_round_trip(alias: str) -> Finding:
     from .references import ActorReference
 
-    actor_id = f"doctor-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    actor_id = _actor_id_on(alias)
     reference: ActorReference[DiagnosticActor] = ActorReference(DiagnosticActor._spec, actor_id)
     nonce = uuid.uuid4().hex
     started = time.monotonic()

@@ -35,6 +35,7 @@ __all__ = [
     "SyncInsideTransaction",
     "SyncTimeout",
     "UnknownActorType",
+    "UnknownDatabase",
     "UnknownOperation",
 ]
 
@@ -151,6 +152,17 @@ class InvalidArguments(InvalidPayload, TypeError):
 
 class UnknownActorType(SolidObjectsError, LookupError):
     """No registered actor has this ``actor_type``."""
+
+
+class UnknownDatabase(SolidObjectsError, LookupError):
+    """An operator surface (``--database ALIAS``, the admin's shard choice, ``using=``) was
+    given an alias that holds no ``solid_objects`` tables: neither ``DATABASE`` nor one of
+    ``DATABASES``. Nothing was read or written."""
+
+    def __init__(self, message: str, *, alias: str, known: tuple[str, ...]) -> None:
+        self.alias = alias
+        self.known = known
+        super().__init__(message)
 
 
 class UnknownOperation(SolidObjectsError, AttributeError):

@@ -9,7 +9,11 @@ otherwise. Two optional query parameters make it a deployment check:
 - ``?backlog=1``: also fail on work overdue with nobody serving it (the doctor's backlog
   check).
 
-The answer names checks and statuses only: no identities, arguments or state.
+With shards (``SOLID_OBJECTS["DATABASES"]``) every alias holding the tables must answer,
+roles count over all of them and the backlog is the totals'.
+
+The answer names checks, statuses and database aliases only: no identities, arguments or
+state.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ OK, FAIL = "ok", "fail"
 ROLE_KINDS = frozenset({"worker", "effect", "reminder", "broadcast"})
 
 
-def _database(alias: str) -> tuple[str, str]:
+def _database(alias: str) -> str:
     from django.db import connections
 
     from .db.vendors import dialect_for
@@ -32,15 +36,30 @@ def _database(alias: str) -> tuple[str, str]:
     connection = connections[alias]
     with connection.cursor() as cursor:
         dialect_for(connection).database_now(cursor)
-    return OK, f"{connection.vendor} answers"
+    return str(connection.vendor)
 
 
-def _roles(alias: str, wanted: set[str]) -> tuple[str, str]:
-    from .status import collect
+def _databases(aliases: tuple[str, ...]) -> tuple[str, str]:
+    """Every alias answers one ``SELECT`` of its clock (each is asked, even after one fails)."""
+    if len(aliases) == 1:
+        return OK, f"{_database(aliases[0])} answers"
+    answered, failed = [], []
+    for alias in aliases:
+        try:
+            answered.append((alias, _database(alias)))
+        except Exception as exc:
+            failed.append(f"{alias} ({type(exc).__name__})")
+    if failed:
+        return FAIL, f"no answer from {', '.join(failed)}"
+    return OK, "answering: " + ", ".join(f"{alias} ({vendor})" for alias, vendor in answered)
+
+
+def _roles(alias: str | None, wanted: set[str]) -> tuple[str, str]:
+    from .status import report
 
     live = {
         process["kind"]
-        for process in collect(alias, dead_letter_limit=0)["processes"]["live"]
+        for process in report(alias, dead_letter_limit=0)["processes"]["live"]
         if not process["stale"] and not process["idle"]
     }
     missing = sorted(wanted - live)
@@ -49,7 +68,7 @@ def _roles(alias: str, wanted: set[str]) -> tuple[str, str]:
     return OK, f"live: {', '.join(sorted(wanted))}"
 
 
-def _backlog(alias: str) -> tuple[str, str]:
+def _backlog(alias: str | None) -> tuple[str, str]:
     from .diagnostics import check_backlog
 
     finding = check_backlog(alias)
@@ -59,12 +78,14 @@ def _backlog(alias: str) -> tuple[str, str]:
 def health_report(
     using: str | None = None, roles: set[str] | None = None, backlog: bool = False
 ) -> dict[str, Any]:
-    """``{"status": "ok"|"fail", "checks": {name: {"status", "detail"}}}``."""
-    from .conf import get_settings
+    """``{"status": "ok"|"fail", "checks": {name: {"status", "detail"}}}`` of ``using``,
+    or (``None``) of every alias holding actors."""
+    from .routers import actor_aliases, require_actor_alias
 
-    alias = using or get_settings().DATABASE
+    aliases = (require_actor_alias(using),) if using is not None else actor_aliases()
+    alias = aliases[0] if len(aliases) == 1 else None
     checks: dict[str, dict[str, str]] = {}
-    steps: list[tuple[str, Any]] = [("database", lambda: _database(alias))]
+    steps: list[tuple[str, Any]] = [("database", lambda: _databases(aliases))]
     if roles:
         steps.append(("roles", lambda: _roles(alias, roles)))
     if backlog:

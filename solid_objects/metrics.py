@@ -21,6 +21,11 @@ Metric names (``METRICS`` lists them with their help text):
   failures;
 - ``solid_objects_processes{kind,state}`` (state ``live``, ``stale`` or ``idle``) and
   ``solid_objects_role_up{kind}`` (1 when a live process of the role kind heartbeats).
+
+With shards (``SOLID_OBJECTS["DATABASES"]``) one scrape reads every alias holding the
+tables: each figure above but the processes and roles gets a ``database`` label (the alias;
+``sum without (database)`` gives the totals), and a process registered on several shards
+counts once.
 """
 
 from __future__ import annotations
@@ -68,69 +73,80 @@ class SolidObjectsCollector:
     def collect(self) -> Iterator[GaugeMetricFamily]:
         from django.db import connections
 
-        from .conf import get_settings
         from .db import overview
         from .db.vendors import dialect_for
-        from .status import collect
+        from .routers import actor_aliases, require_actor_alias
+        from .status import collect, combine
 
-        alias = self.using or get_settings().DATABASE
-        report = collect(alias, dead_letter_limit=0)
-        connection = connections[alias]
-        dialect = dialect_for(connection)
-        with connection.cursor() as cursor:
-            throughput = overview.completed_by_type(cursor, dialect, 60.0)
-            dead = overview.dead_by_type(cursor, dialect)
-            dead_effects = overview.dead_effects_by_name(cursor, dialect)
+        aliases = (require_actor_alias(self.using),) if self.using else actor_aliases()
+        sharded = len(aliases) > 1
+        #: Sharded, every figure of one alias carries its ``database`` label.
+        extra = ["database"] if sharded else []
+        reports: dict[str, dict[str, Any]] = {}
+        figures: dict[str, tuple[dict[str, int], dict[str, int], dict[str, int]]] = {}
+        for alias in aliases:
+            reports[alias] = collect(alias, dead_letter_limit=0)
+            connection = connections[alias]
+            dialect = dialect_for(connection)
+            with connection.cursor() as cursor:
+                figures[alias] = (
+                    overview.completed_by_type(cursor, dialect, 60.0),
+                    overview.dead_by_type(cursor, dialect),
+                    overview.dead_effects_by_name(cursor, dialect),
+                )
+
+        def label(alias: str, *values: str) -> list[str]:
+            return [*values, alias] if sharded else list(values)
 
         families = {
-            key: _gauge(f"solid_objects_mailbox_{key}", ["actor_type"])
+            key: _gauge(f"solid_objects_mailbox_{key}", ["actor_type", *extra])
             for key in ("ready_messages", "due_messages", "claimed_messages", "lag_seconds")
         }
-        for row in report["mailbox"]["by_actor_type"]:
-            labels = [row["actor_type"]]
-            families["ready_messages"].add_metric(labels, row["ready"])
-            families["due_messages"].add_metric(labels, row["due"])
-            families["claimed_messages"].add_metric(labels, row.get("claimed", 0))
-            families["lag_seconds"].add_metric(labels, row["lag_seconds"] or 0.0)
+        rows = _gauge("solid_objects_outbox_rows", ["outbox", "status", *extra])
+        lag = _gauge("solid_objects_outbox_lag_seconds", ["outbox", *extra])
+        reminder_families = {
+            key: _gauge(f"solid_objects_reminders_{key}", extra)
+            for key in ("scheduled", "due", "lag_seconds")
+        }
+        completed = _gauge("solid_objects_turns_completed_last_minute", ["actor_type", *extra])
+        letters = _gauge("solid_objects_dead_letters", ["actor_type", *extra])
+        effects = _gauge("solid_objects_dead_effects", ["name", *extra])
+        for alias, report in reports.items():
+            for row in report["mailbox"]["by_actor_type"]:
+                labels = label(alias, row["actor_type"])
+                families["ready_messages"].add_metric(labels, row["ready"])
+                families["due_messages"].add_metric(labels, row["due"])
+                families["claimed_messages"].add_metric(labels, row.get("claimed", 0))
+                families["lag_seconds"].add_metric(labels, row["lag_seconds"] or 0.0)
+            for outbox, values in report["outbox"].items():
+                for status in ("pending", "due", "processing", "dead"):
+                    rows.add_metric(label(alias, outbox, status), values[status])
+                lag.add_metric(label(alias, outbox), values["lag_seconds"] or 0.0)
+            for key, family in reminder_families.items():
+                family.add_metric(label(alias), report["reminders"][key] or 0.0)
+            throughput, dead, dead_effects = figures[alias]
+            for actor_type, count in sorted(throughput.items()):
+                completed.add_metric(label(alias, actor_type), count)
+            for actor_type, count in sorted(dead.items()):
+                letters.add_metric(label(alias, actor_type), count)
+            for name, count in sorted(dead_effects.items()):
+                effects.add_metric(label(alias, name), count)
         yield from families.values()
-
-        rows = _gauge("solid_objects_outbox_rows", ["outbox", "status"])
-        lag = _gauge("solid_objects_outbox_lag_seconds", ["outbox"])
-        for outbox, figures in report["outbox"].items():
-            for status in ("pending", "due", "processing", "dead"):
-                rows.add_metric([outbox, status], figures[status])
-            lag.add_metric([outbox], figures["lag_seconds"] or 0.0)
         yield rows
         yield lag
-
-        reminders = report["reminders"]
-        for name, value in (
-            ("solid_objects_reminders_scheduled", reminders["scheduled"]),
-            ("solid_objects_reminders_due", reminders["due"]),
-            ("solid_objects_reminders_lag_seconds", reminders["lag_seconds"] or 0.0),
-        ):
-            family = _gauge(name)
-            family.add_metric([], value)
-            yield family
-
-        completed = _gauge("solid_objects_turns_completed_last_minute", ["actor_type"])
-        for actor_type, count in sorted(throughput.items()):
-            completed.add_metric([actor_type], count)
+        yield from reminder_families.values()
         yield completed
-        letters = _gauge("solid_objects_dead_letters", ["actor_type"])
-        for actor_type, count in sorted(dead.items()):
-            letters.add_metric([actor_type], count)
         yield letters
-        effects = _gauge("solid_objects_dead_effects", ["name"])
-        for name, count in sorted(dead_effects.items()):
-            effects.add_metric([name], count)
         yield effects
 
+        # Processes and roles are the deployment's, not a shard's: a worker serving every
+        # shard is counted once.
+        whole = combine(reports) if sharded else reports[aliases[0]]
         counts: dict[tuple[str, str], int] = {}
-        for process in report["processes"]["live"]:
+        for process in whole["processes"]["live"]:
             state = "idle" if process["idle"] else "stale" if process["stale"] else "live"
-            key = (process["kind"], state)
-            counts[key] = counts.get(key, 0) + 1
+            kind_state = (process["kind"], state)
+            counts[kind_state] = counts.get(kind_state, 0) + 1
         processes = _gauge("solid_objects_processes", ["kind", "state"])
         for (kind, state), count in sorted(counts.items()):
             processes.add_metric([kind, state], count)

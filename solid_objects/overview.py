@@ -13,6 +13,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from .db.overview import Minute
+
 WINDOW_MINUTES = 60
 
 
@@ -34,19 +36,26 @@ class Series:
 
 
 def build(using: str | None = None) -> dict[str, Any]:
+    """The overview of ``using``, or (``None``) of every alias holding actors: the status
+    totals (:func:`solid_objects.status.report`, with ``"shards"`` when sharded) and the
+    last hour added up minute by minute over the aliases."""
     from django.db import connections
 
-    from .conf import get_settings
     from .db import overview
     from .db.vendors import dialect_for
-    from .status import collect
+    from .routers import actor_aliases, require_actor_alias
+    from .status import report as status_report
 
-    alias = using or get_settings().DATABASE
-    report = collect(alias, dead_letter_limit=8)
-    connection = connections[alias]
-    dialect = dialect_for(connection)
-    with connection.cursor() as cursor:
-        minutes = overview.last_hour(cursor, dialect, WINDOW_MINUTES * 60.0)
+    aliases = (require_actor_alias(using),) if using is not None else actor_aliases()
+    report = status_report(using, dead_letter_limit=8)
+    per_alias = []
+    for alias in aliases:
+        connection = connections[alias]
+        with connection.cursor() as cursor:
+            per_alias.append(
+                overview.last_hour(cursor, dialect_for(connection), WINDOW_MINUTES * 60.0)
+            )
+    minutes = _add_up(per_alias)
     now_minute = int(time.time() // 60)
     if minutes:  # the database clock decides what "now" is
         now_minute = max(now_minute, max(minutes))
@@ -76,3 +85,24 @@ def build(using: str | None = None) -> dict[str, Any]:
         "series": [throughput, wait, dead],
         "window_minutes": WINDOW_MINUTES,
     }
+
+
+def _add_up(parts: list[dict[int, Minute]]) -> dict[int, Minute]:
+    """The minutes of several aliases as one: counts add up, the mean wait is weighted by
+    each alias's completed turns."""
+    if len(parts) == 1:
+        return parts[0]
+    result: dict[int, Minute] = {}
+    for part in parts:
+        for key, minute in part.items():
+            seen = result.get(key, Minute(key))
+            completed = seen.completed + minute.completed
+            waits = [(m.mean_wait, m.completed) for m in (seen, minute) if m.mean_wait is not None]
+            weight = sum(count for _, count in waits)
+            mean_wait = (
+                sum(w * count for w, count in waits) / weight
+                if weight
+                else (waits[0][0] if waits else None)
+            )
+            result[key] = Minute(key, completed, mean_wait, seen.dead_letters + minute.dead_letters)
+    return result

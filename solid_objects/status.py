@@ -1,6 +1,10 @@
 """What ``manage.py solid_objects_status`` shows: processes, mailbox depth and lag, outbox
 backlog, reminders and dead letters, as one JSON-ready dict.
 
+:func:`report` is what the operator surfaces read: the figures of one alias (``using``), or
+with shards (``SOLID_OBJECTS["DATABASES"]``) the totals over every alias holding the tables,
+with each alias's own figures under ``"shards"``. :func:`collect` reads one alias.
+
 Every figure comes from a grouped query over a small table (``ready_messages``,
 ``claimed_messages``, live processes) or an index-backed status filter (outboxes); history
 tables are never counted in full. Lags are measured on the database clock: how long the
@@ -33,7 +37,27 @@ def _iso(value: Any) -> str | None:
     return None if moment is None else moment.isoformat()
 
 
+def report(using: str | None = None, *, dead_letter_limit: int = 10) -> dict[str, Any]:
+    """The status of ``using`` alone, or (``None``) of every alias that holds actors.
+
+    Unsharded this is :func:`collect` of ``DATABASE``. Sharded, the top-level figures are
+    totals over the aliases (:func:`combine`) and ``"shards"`` maps each alias to its own
+    :func:`collect`. An alias holding no ``solid_objects`` tables raises
+    :class:`~solid_objects.errors.UnknownDatabase` before any query.
+    """
+    from .routers import actor_aliases, require_actor_alias
+
+    aliases = (require_actor_alias(using),) if using is not None else actor_aliases()
+    if len(aliases) == 1:
+        return collect(aliases[0], dead_letter_limit=dead_letter_limit)
+    return combine(
+        {alias: collect(alias, dead_letter_limit=dead_letter_limit) for alias in aliases},
+        dead_letter_limit=dead_letter_limit,
+    )
+
+
 def collect(using: str | None = None, *, dead_letter_limit: int = 10) -> dict[str, Any]:
+    """The status of one alias (``None``: ``DATABASE``)."""
     settings = get_settings()
     alias = using or settings.DATABASE
     connection = connections[alias]
@@ -50,9 +74,107 @@ def collect(using: str | None = None, *, dead_letter_limit: int = 10) -> dict[st
                 "broadcasts": _outbox(cursor, d.t_broadcasts, n, now),
             },
             "reminders": _reminders(cursor, d, n, now),
-            "dead_letters": _dead_letters(cursor, d, dead_letter_limit),
+            "dead_letters": _dead_letters(cursor, d, dead_letter_limit, alias),
         }
     return report
+
+
+def combine(shards: dict[str, dict[str, Any]], *, dead_letter_limit: int = 10) -> dict[str, Any]:
+    """One report over several aliases' :func:`collect` reports (``{alias: report}``).
+
+    Counts add up; lags are the worst of any alias; a process registered on several aliases
+    (a worker serving every shard) is listed once, with the aliases it is registered on and
+    its freshest heartbeat; the latest dead letters are merged newest first, each naming its
+    ``database``.
+    """
+    parts = list(shards.values())
+    return {
+        "databases": [part["database"] for part in parts],
+        "processes": _combined_processes([part["processes"] for part in parts], list(shards)),
+        "mailbox": _combined_mailbox([part["mailbox"] for part in parts]),
+        "outbox": {
+            name: _combined_backlog([part["outbox"][name] for part in parts])
+            for name in ("effects", "broadcasts")
+        },
+        "reminders": _combined_backlog([part["reminders"] for part in parts]),
+        "dead_letters": _combined_dead_letters(
+            [part["dead_letters"] for part in parts], dead_letter_limit
+        ),
+        "shards": shards,
+    }
+
+
+def _worst(values: list[float | None]) -> float | None:
+    known = [value for value in values if value is not None]
+    return max(known) if known else None
+
+
+def _combined_processes(parts: list[dict[str, Any]], aliases: list[str]) -> dict[str, Any]:
+    merged: dict[str, dict[str, Any]] = {}
+    for alias, part in zip(aliases, parts, strict=True):
+        for process in part["live"]:
+            seen = merged.get(process["id"])
+            if seen is None:
+                merged[process["id"]] = {**process, "databases": [alias]}
+                continue
+            seen["databases"].append(alias)
+            fresher = process["heartbeat_age"] is not None and (
+                seen["heartbeat_age"] is None or process["heartbeat_age"] < seen["heartbeat_age"]
+            )
+            if fresher:
+                merged[process["id"]] = {**process, "databases": seen["databases"]}
+    live = sorted(merged.values(), key=lambda p: (p["kind"], p["started_at"] or "", p["id"]))
+    return {"live": live, "stopped": sum(part["stopped"] for part in parts)}
+
+
+def _combined_mailbox(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    types: dict[str, dict[str, Any]] = {}
+    for part in parts:
+        for row in part["by_actor_type"]:
+            entry = types.setdefault(
+                row["actor_type"],
+                {
+                    "actor_type": row["actor_type"],
+                    "ready": 0,
+                    "due": 0,
+                    "lag_seconds": None,
+                    "claimed": 0,
+                    "oldest_claim_seconds": None,
+                },
+            )
+            for key in ("ready", "due", "claimed"):
+                entry[key] += row.get(key, 0)
+            for key in ("lag_seconds", "oldest_claim_seconds"):
+                entry[key] = _worst([entry[key], row.get(key)])
+    return {
+        "ready": sum(part["ready"] for part in parts),
+        "due": sum(part["due"] for part in parts),
+        "claimed": sum(part["claimed"] for part in parts),
+        "lag_seconds": _worst([part["lag_seconds"] for part in parts]),
+        "by_actor_type": sorted(types.values(), key=lambda row: row["actor_type"]),
+    }
+
+
+def _combined_backlog(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Outbox or reminder figures: every count adds up, the lag is the worst."""
+    result: dict[str, Any] = {}
+    for key in parts[0]:
+        values = [part[key] for part in parts]
+        result[key] = _worst(values) if key == "lag_seconds" else sum(values)
+    return result
+
+
+def _combined_dead_letters(parts: list[dict[str, Any]], limit: int) -> dict[str, Any]:
+    latest = sorted(
+        (row for part in parts for row in part["latest"]),
+        key=lambda row: (row["last_failed_at"] or "", row["id"]),
+        reverse=True,
+    )
+    return {
+        "total": sum(part["total"] for part in parts),
+        "unretried": sum(part["unretried"] for part in parts),
+        "latest": latest[:limit],
+    }
 
 
 def _processes(cursor: Cursor, d: Dialect, now: datetime, threshold: float) -> dict[str, Any]:
@@ -165,7 +287,7 @@ def _reminders(cursor: Cursor, d: Dialect, n: str, now: datetime) -> dict[str, A
     }
 
 
-def _dead_letters(cursor: Cursor, d: Dialect, limit: int) -> dict[str, Any]:
+def _dead_letters(cursor: Cursor, d: Dialect, limit: int, alias: str) -> dict[str, Any]:
     cursor.execute(
         "SELECT COUNT(*), SUM(CASE WHEN retried_message_id IS NULL THEN 1 ELSE 0 END) "
         f"FROM {d.t_dead}",
@@ -187,6 +309,7 @@ def _dead_letters(cursor: Cursor, d: Dialect, limit: int) -> dict[str, Any]:
             "attempts": int(row[4]),
             "exception_class": row[5],
             "last_failed_at": _iso(row[6]),
+            "database": alias,
         }
         for row in cursor.fetchall()
     ]

@@ -103,7 +103,10 @@ def test_doctor_passes_on_a_working_setup_and_cleans_up_after_itself():
         processes.register(kind, "default")
     # The test actors declare observables: a working setup has a Channels layer (W005).
     layers = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-    with override_settings(CHANNEL_LAYERS=layers):
+    # The test settings' second alias (shard_b, for the shard tests) holds the tables of
+    # both apps without a router: silenced here as a project would (the doctor honours it).
+    silenced = ["solid_objects.W003"]
+    with override_settings(CHANNEL_LAYERS=layers, SILENCED_SYSTEM_CHECKS=silenced):
         findings = {f.check: f for f in run_checks()}
     assert [f.status for f in findings.values()] == [OK] * 8, findings
     assert "sync call committed" in findings["round trip"].detail

@@ -6,54 +6,51 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 
 class Command(BaseCommand):
-    help = "List dead letters, or retry one (idempotent: keyed dead-letter:<id>)."
+    help = (
+        "List dead letters of every shard (or one, --database), or retry one (idempotent: "
+        "keyed dead-letter:<id>)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--retry", type=int, metavar="ID", help="retry this dead letter")
         parser.add_argument("--limit", type=int, default=50)
-        parser.add_argument("--database", default=None)
+        parser.add_argument(
+            "--database", default=None, help="one database alias (default: every shard)"
+        )
 
     def handle(
         self, *args: Any, retry: int | None, limit: int, database: str | None, **options: Any
     ) -> None:
-        from solid_objects.conf import get_settings
-        from solid_objects.models import DeadLetter
+        from solid_objects.dead_letter_lookup import AmbiguousDeadLetter, latest
+        from solid_objects.dead_letter_lookup import retry as retry_one
+        from solid_objects.dead_letters import DeadLetterNotFound
+        from solid_objects.errors import UnknownDatabase
 
-        alias = database or get_settings().DATABASE
-        if retry is not None:
-            retries = DeadLetter.objects.using(alias).filter(pk=retry).retry()
-            if retry not in retries:
-                raise CommandError(f"no dead letter {retry}")
-            message = retries[retry]
-            self.stdout.write(
-                f"dead letter {retry} retried as message {message.id} (sequence {message.sequence})"
-            )
-            return
-        rows = (
-            DeadLetter.objects.using(alias)
-            .order_by("-last_failed_at")
-            .values_list(
-                "id",
-                "actor_type",
-                "actor_id",
-                "operation",
-                "attempts",
-                "exception_class",
-                "last_failed_at",
-                "retried_message_id",
-            )[:limit]
-        )
+        try:
+            if retry is not None:
+                alias, message = retry_one(retry, database)
+                self.stdout.write(
+                    f"dead letter {retry} retried as message {message.id} "
+                    f"(sequence {message.sequence}) on {alias}"
+                )
+                return
+            rows, sharded = latest(limit, database)
+        except (UnknownDatabase, DeadLetterNotFound, AmbiguousDeadLetter) as exc:
+            raise CommandError(str(exc)) from exc
         if not rows:
             self.stdout.write("no dead letters")
             return
+        where = f"{'database':<16} " if sharded else ""
         self.stdout.write(
-            f"{'id':>6}  {'actor':<40} {'operation':<20} {'att':>3}  "
+            f"{'id':>6}  {where}{'actor':<40} {'operation':<20} {'att':>3}  "
             f"{'exception':<30} last failure / retried as"
         )
-        for id_, actor_type, actor_id, operation, attempts, exc, failed_at, retried in rows:
-            retried_text = f" -> message {retried}" if retried else ""
+        for row in rows:
+            retried_text = f" -> message {row.retried_message_id}" if row.retried_message_id else ""
+            shard = f"{row.database:<16.16} " if sharded else ""
             self.stdout.write(
-                f"{id_:>6}  {actor_type + '/' + actor_id:<40.40} {operation:<20.20} "
-                f"{attempts:>3}  {exc.rsplit('.', 1)[-1]:<30.30} "
-                f"{failed_at:%Y-%m-%d %H:%M:%S}{retried_text}"
+                f"{row.id:>6}  {shard}{row.actor_type + '/' + row.actor_id:<40.40} "
+                f"{row.operation:<20.20} {row.attempts:>3}  "
+                f"{row.exception_class.rsplit('.', 1)[-1]:<30.30} "
+                f"{row.last_failed_at:%Y-%m-%d %H:%M:%S}{retried_text}"
             )

@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 MARKS = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
 
@@ -20,7 +20,9 @@ class Command(BaseCommand):
         parser.add_argument(
             "--no-round-trip", action="store_true", help="skip the sync call (writes rows)"
         )
-        parser.add_argument("--database", default=None, help="database alias")
+        parser.add_argument(
+            "--database", default=None, help="one database alias (default: every shard)"
+        )
 
     def handle(
         self,
@@ -31,13 +33,19 @@ class Command(BaseCommand):
         **options: Any,
     ) -> None:
         from solid_objects.diagnostics import FAIL, run_checks
+        from solid_objects.errors import UnknownDatabase
 
-        findings = run_checks(database, round_trip=not no_round_trip)
+        try:
+            findings = run_checks(database, round_trip=not no_round_trip)
+        except UnknownDatabase as exc:
+            raise CommandError(str(exc)) from exc
         if json:
             self.stdout.write(_dumps([f.as_dict() for f in findings]))
         else:
+            width = max((len(f.database or "") for f in findings), default=0)
             for finding in findings:
-                line = f"{MARKS.get(finding.status, finding.status)}  {finding.check:<14} "
+                shard = f"{finding.database or '':<{width}}  " if width else ""
+                line = f"{MARKS.get(finding.status, finding.status)}  {shard}{finding.check:<14} "
                 line += finding.detail
                 style = {"ok": self.style.SUCCESS, "warn": self.style.WARNING}.get(
                     finding.status, self.style.ERROR

@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 
 def _seconds(value: float | None) -> str:
@@ -17,23 +17,48 @@ def _seconds(value: float | None) -> str:
 
 
 class Command(BaseCommand):
-    help = "Processes, mailbox depth and lag, outbox backlog, reminders and dead letters."
+    help = (
+        "Processes, mailbox depth and lag, outbox backlog, reminders and dead letters: the "
+        "totals over every shard with each shard's figures, or one database (--database)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--json", action="store_true", help="machine-readable output")
-        parser.add_argument("--database", default=None, help="database alias")
+        parser.add_argument(
+            "--database", default=None, help="one database alias (default: every shard)"
+        )
 
     def handle(self, *args: Any, json: bool, database: str | None, **options: Any) -> None:
-        from solid_objects.status import collect
+        from solid_objects.errors import UnknownDatabase
+        from solid_objects.status import report as status_report
 
-        report = collect(database)
+        try:
+            report = status_report(database)
+        except UnknownDatabase as exc:
+            raise CommandError(str(exc)) from exc
         if json:
             self.stdout.write(_dumps(report))
             return
+        if "shards" in report:
+            self._shards(report["shards"])
         self._processes(report["processes"])
         self._mailbox(report["mailbox"])
         self._outbox(report["outbox"], report["reminders"])
-        self._dead_letters(report["dead_letters"])
+        self._dead_letters(report["dead_letters"], sharded="shards" in report)
+
+    def _shards(self, shards: dict[str, Any]) -> None:
+        self.stdout.write(f"Shards ({len(shards)}; the figures below are totals over all)")
+        for alias, part in shards.items():
+            mailbox, outbox = part["mailbox"], part["outbox"]
+            self.stdout.write(
+                f"  {alias:<16.16} {part['database']['vendor']:<10} "
+                f"ready {mailbox['ready']:>7} due {mailbox['due']:>7} "
+                f"claimed {mailbox['claimed']:>4} lag {_seconds(mailbox['lag_seconds']):>6}  "
+                f"effects {outbox['effects']['pending']:>5} "
+                f"broadcasts {outbox['broadcasts']['pending']:>5} "
+                f"reminders {part['reminders']['scheduled']:>5}  "
+                f"dead letters {part['dead_letters']['unretried']:>4}"
+            )
 
     def _processes(self, processes: dict[str, Any]) -> None:
         self.stdout.write(
@@ -43,10 +68,11 @@ class Command(BaseCommand):
             self.stdout.write("  none running")
         for p in processes["live"]:
             flag = "  STALE" if p["stale"] else "  idle caller" if p.get("idle") else ""
+            where = f"  on {', '.join(p['databases'])}" if "databases" in p else ""
             self.stdout.write(
                 f"  {p['kind']:<10} {p['hostname'] + ':' + str(p['pid']):<32.32} "
                 f"{p['shutdown_state']:<9} heartbeat {_seconds(p['heartbeat_age'])} ago"
-                f"{flag}  {p['id']}"
+                f"{flag}  {p['id']}{where}"
             )
 
     def _mailbox(self, mailbox: dict[str, Any]) -> None:
@@ -73,16 +99,18 @@ class Command(BaseCommand):
             f"lag {_seconds(reminders['lag_seconds'])})"
         )
 
-    def _dead_letters(self, dead: dict[str, Any]) -> None:
+    def _dead_letters(self, dead: dict[str, Any], sharded: bool) -> None:
         self.stdout.write(f"Dead letters: {dead['unretried']} not retried ({dead['total']} total)")
         for row in dead["latest"]:
+            where = f" on {row['database']}" if sharded else ""
             self.stdout.write(
                 f"  #{row['id']:<6} {row['actor_type'] + '/' + row['actor_id']:<40.40} "
                 f"{row['operation']:<20.20} {row['exception_class']:<30.30} "
-                f"{row['last_failed_at']}"
+                f"{row['last_failed_at']}{where}"
             )
         if dead["unretried"]:
-            self.stdout.write("  (manage.py solid_objects_dead_letters --retry ID)")
+            hint = " --database ALIAS" if sharded else ""
+            self.stdout.write(f"  (manage.py solid_objects_dead_letters --retry ID{hint})")
 
 
 def _dumps(report: dict[str, Any]) -> str:
