@@ -18,6 +18,7 @@ installs it).
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -40,6 +41,7 @@ from tests.support.processes import Commands
 from tests.support.processes import test_database_name as database_name
 from tests.support.waiting import wait_until
 from tests.testapp.actors.core import Blocker, Counter
+from tests.wakeup.test_cross_process import SLOW_POLLING, measure
 
 from .conftest import ALIASES, PREPARED, WITH_CURSORS
 
@@ -124,6 +126,23 @@ def test_behind_transaction_pooling_workers_poll_and_everything_runs(
     assert len(pgbouncer.clients(database)) > POOL_SIZE
     assert 0 < len(pgbouncer.servers(database)) <= POOL_SIZE
     assert pooled_commands.terminate(worker) == 0
+
+
+def test_a_direct_worker_hears_the_enqueues_sent_through_the_pooler(
+    pooled, commands, solid_settings
+):
+    """Web processes behind the pooler, workers connected directly: the NOTIFY of an enqueue
+    through the pooler reaches the workers' LISTEN (notifications are per database), so
+    the workers keep their fast wake-ups. The worker polls every 5 s: only the hint can
+    explain a turn that starts well before."""
+    solid_settings(DATABASE=pooled)
+    worker = commands.start("run_actor_worker", settings=SLOW_POLLING)
+    commands.wait_registered(worker, {"worker"})
+    assert "wake-ups: postgresql (probe" in commands.log(worker), commands.log(worker)
+    measure(1, "pooled-warm-up", pause=0.0)
+    latencies = measure(5, "pooled-notify")
+    assert statistics.median(latencies) < SLOW_POLLING["IDLE_POLLING_INTERVAL"] / 2, latencies
+    assert commands.terminate(worker) == 0
 
 
 def test_fencing_holds_behind_transaction_pooling(
