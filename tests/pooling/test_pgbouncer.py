@@ -48,6 +48,7 @@ from .conftest import ALIASES, PREPARED, WITH_CURSORS
 pytestmark = [
     pytest.mark.django_db(transaction=True, databases=ALIASES),
     pytest.mark.db_vendor("postgresql"),
+    pytest.mark.slow,
 ]
 
 #: The worker's database settings behind the pooler, as ``DATABASE_URL`` options.
