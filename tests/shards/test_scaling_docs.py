@@ -76,3 +76,13 @@ def test_enqueue_after_the_commit_or_on_the_actors_own_shard(sharded):
     assert Message.objects.using("shard_b").count() == 1
     drain()
     assert Counter.ref(on_b).snapshot().value == 7
+
+
+def test_a_transaction_on_an_alias_without_actors_is_not_joined(solid_settings):
+    """Actors only on ``shard_b``: a transaction on ``default`` (the project's own data) is
+    neither joined nor refused; the message commits on its own, as documented."""
+    solid_settings(DATABASES=["shard_b"])
+    with transaction.atomic():
+        Counter.ref("elsewhere").enqueue().add(amount=1)
+        transaction.set_rollback(True)
+    assert Message.objects.using("shard_b").filter(actor_id="elsewhere").count() == 1
