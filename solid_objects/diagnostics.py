@@ -24,10 +24,11 @@ non-zero):
    ``solid_objects.diagnostic`` (caller-assisted: it runs in this process through the
    normal enqueue, lease, fenced commit path), whose instance is destroyed afterwards.
 
-With shards (``SOLID_OBJECTS["DATABASES"]``) the database, schema, wake-ups and round trip
-checks run once per alias holding the tables (each finding names its ``database``; the
-round trip calls an actor that lives on that shard), roles and backlog read the totals over
-every alias; ``--database ALIAS`` checks one alias only.
+With shards (``SOLID_OBJECTS["DATABASES"]``) every check but configuration and copies runs
+once per alias holding the tables, and each finding names its ``database``: a worker
+registers its process rows on each shard it serves, so the roles and the backlog of a shard
+are that shard's own (a shard no worker serves fails its backlog check), and the round trip
+calls an actor that lives on that shard. ``--database ALIAS`` checks one alias only.
 """
 
 from __future__ import annotations
@@ -109,7 +110,6 @@ def run_checks(using: str | None = None, *, round_trip: bool = True) -> list[Fin
     aliases = (require_actor_alias(using),) if using is not None else actor_aliases()
     shards = set(databases())
     sharded = len(aliases) > 1
-    scope = aliases[0] if not sharded else None  # roles and backlog: every alias together
 
     def each(
         name: str, check: Callable[[str], Finding], over: Sequence[str] = aliases
@@ -124,8 +124,8 @@ def run_checks(using: str | None = None, *, round_trip: bool = True) -> list[Fin
     tail = [
         *each("wake-ups", check_wake_ups),
         _Step("copies", check_copies, aliases[0]),
-        _Step("roles", check_roles, scope),
-        _Step("backlog", check_backlog, scope),
+        *each("roles", check_roles),
+        *each("backlog", check_backlog),
     ]
     if round_trip:  # an actor of each shard answers (a DATABASE that is no shard has none)
         tail.extend(each("round trip", check_round_trip, [a for a in aliases if a in shards]))

@@ -9,8 +9,9 @@ otherwise. Two optional query parameters make it a deployment check:
 - ``?backlog=1``: also fail on work overdue with nobody serving it (the doctor's backlog
   check).
 
-With shards (``SOLID_OBJECTS["DATABASES"]``) every alias holding the tables must answer,
-roles count over all of them and the backlog is the totals'.
+With shards (``SOLID_OBJECTS["DATABASES"]``) every alias holding the tables must answer, and
+the roles and backlog are checked on each shard (a worker registers on each shard it
+serves): a shard without a live process of a wanted role fails.
 
 The answer names checks, statuses and database aliases only: no identities, arguments or
 state.
@@ -54,25 +55,34 @@ def _databases(aliases: tuple[str, ...]) -> tuple[str, str]:
     return OK, "answering: " + ", ".join(f"{alias} ({vendor})" for alias, vendor in answered)
 
 
-def _roles(alias: str | None, wanted: set[str]) -> tuple[str, str]:
-    from .status import report
+def _roles(aliases: tuple[str, ...], wanted: set[str]) -> tuple[str, str]:
+    from .status import collect
 
-    live = {
-        process["kind"]
-        for process in report(alias, dead_letter_limit=0)["processes"]["live"]
-        if not process["stale"] and not process["idle"]
-    }
-    missing = sorted(wanted - live)
-    if missing:
-        return FAIL, f"no live {', '.join(missing)} process"
+    problems = []
+    for alias in aliases:
+        live = {
+            process["kind"]
+            for process in collect(alias, dead_letter_limit=0)["processes"]["live"]
+            if not process["stale"] and not process["idle"]
+        }
+        missing = sorted(wanted - live)
+        if missing:
+            where = f" on {alias}" if len(aliases) > 1 else ""
+            problems.append(f"no live {', '.join(missing)} process{where}")
+    if problems:
+        return FAIL, "; ".join(problems)
     return OK, f"live: {', '.join(sorted(wanted))}"
 
 
-def _backlog(alias: str | None) -> tuple[str, str]:
+def _backlog(aliases: tuple[str, ...]) -> tuple[str, str]:
     from .diagnostics import check_backlog
 
-    finding = check_backlog(alias)
-    return (FAIL if finding.status == "fail" else OK), finding.detail
+    failed, details = False, []
+    for alias in aliases:
+        finding = check_backlog(alias)
+        failed = failed or finding.status == "fail"
+        details.append(f"{alias}: {finding.detail}" if len(aliases) > 1 else finding.detail)
+    return (FAIL if failed else OK), "; ".join(details)
 
 
 def health_report(
@@ -83,13 +93,12 @@ def health_report(
     from .routers import actor_aliases, require_actor_alias
 
     aliases = (require_actor_alias(using),) if using is not None else actor_aliases()
-    alias = aliases[0] if len(aliases) == 1 else None
     checks: dict[str, dict[str, str]] = {}
     steps: list[tuple[str, Any]] = [("database", lambda: _databases(aliases))]
     if roles:
-        steps.append(("roles", lambda: _roles(alias, roles)))
+        steps.append(("roles", lambda: _roles(aliases, roles)))
     if backlog:
-        steps.append(("backlog", lambda: _backlog(alias)))
+        steps.append(("backlog", lambda: _backlog(aliases)))
     for name, step in steps:
         try:
             status, detail = step()

@@ -23,9 +23,10 @@ Metric names (``METRICS`` lists them with their help text):
   ``solid_objects_role_up{kind}`` (1 when a live process of the role kind heartbeats).
 
 With shards (``SOLID_OBJECTS["DATABASES"]``) one scrape reads every alias holding the
-tables: each figure above but the processes and roles gets a ``database`` label (the alias;
-``sum without (database)`` gives the totals), and a process registered on several shards
-counts once.
+tables: each figure above gets a ``database`` label (the alias; ``sum without (database)``
+gives the totals). Processes and roles are counted per shard as well: a worker registers
+its rows on each shard it serves, so ``solid_objects_role_up{database="b"} == 0`` is a shard
+nobody serves.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ class SolidObjectsCollector:
         from .db import overview
         from .db.vendors import dialect_for
         from .routers import actor_aliases, require_actor_alias
-        from .status import collect, combine
+        from .status import collect
 
         aliases = (require_actor_alias(self.using),) if self.using else actor_aliases()
         sharded = len(aliases) > 1
@@ -139,21 +140,21 @@ class SolidObjectsCollector:
         yield letters
         yield effects
 
-        # Processes and roles are the deployment's, not a shard's: a worker serving every
-        # shard is counted once.
-        whole = combine(reports) if sharded else reports[aliases[0]]
-        counts: dict[tuple[str, str], int] = {}
-        for process in whole["processes"]["live"]:
-            state = "idle" if process["idle"] else "stale" if process["stale"] else "live"
-            kind_state = (process["kind"], state)
-            counts[kind_state] = counts.get(kind_state, 0) + 1
-        processes = _gauge("solid_objects_processes", ["kind", "state"])
-        for (kind, state), count in sorted(counts.items()):
-            processes.add_metric([kind, state], count)
+        # A worker registers its rows on each shard it serves: processes and roles are
+        # counted per shard too (a shard nobody serves shows role_up 0).
+        processes = _gauge("solid_objects_processes", ["kind", "state", *extra])
+        up = _gauge("solid_objects_role_up", ["kind", *extra])
+        for alias, report in reports.items():
+            counts: dict[tuple[str, str], int] = {}
+            for process in report["processes"]["live"]:
+                state = "idle" if process["idle"] else "stale" if process["stale"] else "live"
+                kind_state = (process["kind"], state)
+                counts[kind_state] = counts.get(kind_state, 0) + 1
+            for (kind, state), count in sorted(counts.items()):
+                processes.add_metric(label(alias, kind, state), count)
+            for kind in ROLE_KINDS:
+                up.add_metric(label(alias, kind), 1 if counts.get((kind, "live")) else 0)
         yield processes
-        up = _gauge("solid_objects_role_up", ["kind"])
-        for kind in ROLE_KINDS:
-            up.add_metric([kind], 1 if counts.get((kind, "live")) else 0)
         yield up
 
 

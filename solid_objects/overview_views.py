@@ -54,6 +54,29 @@ def _links(site: admin.AdminSite, alias: str) -> dict[str, str]:
     }
 
 
+ROLE_KINDS = ("worker", "effect", "reminder", "broadcast")
+
+
+def _live_kinds(processes: dict[str, Any]) -> set[str]:
+    return {p["kind"] for p in processes["live"] if not p["stale"] and not p["idle"]}
+
+
+def _missing_roles(data: dict[str, Any]) -> list[str]:
+    """The role kinds with no live process; with shards, per shard (a worker registers on
+    each shard it serves, so a shard nobody serves shows here)."""
+    shards = data.get("shards")
+    if not shards:
+        live = _live_kinds(data["processes"])
+        return [kind for kind in ROLE_KINDS if kind not in live]
+    return [
+        f"{kind} on {alias}"
+        for alias, part in shards.items()
+        for live in [_live_kinds(part["processes"])]
+        for kind in ROLE_KINDS
+        if kind not in live
+    ]
+
+
 def overview_view(request: HttpRequest, site: admin.AdminSite) -> HttpResponse:
     if not may_view(request):
         raise PermissionDenied
@@ -85,10 +108,6 @@ def overview_view(request: HttpRequest, site: admin.AdminSite) -> HttpResponse:
         "shards": shards,
         "shard": one and alias,
         "all_shards": reverse("admin:solid_objects_overview", current_app=site.name),
-        "missing_roles": [
-            kind
-            for kind in ("worker", "effect", "reminder", "broadcast")
-            if not data["roles"].get(kind, {}).get("live")
-        ],
+        "missing_roles": _missing_roles(data),
     }
     return TemplateResponse(request, "admin/solid_objects/overview.html", context)

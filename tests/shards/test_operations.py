@@ -5,6 +5,7 @@ letter command, the doctor, /health/, /metrics/, the admin and the checks see ev
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from io import StringIO
 from typing import Any
 from urllib.parse import urlencode
@@ -17,6 +18,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client, override_settings
 from django.urls import reverse
+from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 import solid_objects
@@ -24,10 +26,10 @@ from solid_objects import UnknownDatabase, database_for
 from solid_objects.checks import check_pool_size, check_routing
 from solid_objects.dead_letter_lookup import AmbiguousDeadLetter
 from solid_objects.dead_letter_lookup import retry as retry_dead_letter
-from solid_objects.diagnostics import DIAGNOSTIC_TYPE, OK, run_checks
+from solid_objects.diagnostics import DIAGNOSTIC_TYPE, FAIL, OK, WARN, run_checks
 from solid_objects.health import health_report
 from solid_objects.metrics import registry
-from solid_objects.models import DeadLetter, Instance, Message, Process
+from solid_objects.models import DeadLetter, Instance, Message, Process, ReadyMessage
 from solid_objects.runtime import processes
 from solid_objects.status import report
 from tests.testapp.actors.core import Counter
@@ -188,7 +190,10 @@ def test_the_doctor_checks_every_shard_with_a_round_trip_on_each(sharded):
     for kind in ("worker", "effect", "reminder", "broadcast"):
         register_everywhere(kind)
     layers = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-    with override_settings(CHANNEL_LAYERS=layers, SILENCED_SYSTEM_CHECKS=["solid_objects.W003"]):
+    # The test settings keep the journal on "default" (W003: its tables on shard_b too) and
+    # the test app has an actor recording activity (E012 with shards): not in use here.
+    silenced = ["solid_objects.W003", "solid_objects.E012"]
+    with override_settings(CHANNEL_LAYERS=layers, SILENCED_SYSTEM_CHECKS=silenced):
         findings = run_checks()
     by_shard = {(f.check, f.database): f for f in findings}
     for check in ("database", "schema", "wake-ups", "round trip"):
@@ -199,7 +204,8 @@ def test_the_doctor_checks_every_shard_with_a_round_trip_on_each(sharded):
         assert not Instance.objects.using(alias).filter(actor_type=DIAGNOSTIC_TYPE).exists()
 
     out = StringIO()
-    call_command("solid_objects_doctor", "--json", "--database", "shard_b", stdout=out)
+    with override_settings(CHANNEL_LAYERS=layers, SILENCED_SYSTEM_CHECKS=silenced):
+        call_command("solid_objects_doctor", "--json", "--database", "shard_b", stdout=out)
     checked = json.loads(out.getvalue())
     assert "database" not in checked[0]  # one alias: nothing to tell apart
     assert next(f for f in checked if f["check"] == "round trip")["status"] == "ok"
@@ -210,10 +216,14 @@ def test_the_doctor_checks_every_shard_with_a_round_trip_on_each(sharded):
 def test_health_asks_every_shard_and_metrics_label_each(sharded, solid_settings):
     on_a, on_b = ids_on("default", 1), ids_on("shard_b", 2)
     queue(on_a + on_b)
+    processes.register("worker", "default")  # a worker that serves the first shard only
     health = health_report()
     assert health["status"] == "ok"
     assert "default" in health["checks"]["database"]["detail"]
     assert "shard_b" in health["checks"]["database"]["detail"]
+    roles = health_report(roles={"worker"})["checks"]["roles"]
+    assert roles == {"status": "fail", "detail": "no live worker process on shard_b"}
+    assert health_report("default", roles={"worker"})["status"] == "ok"
 
     text = registry().collect()
     samples = {
@@ -224,12 +234,36 @@ def test_health_asks_every_shard_and_metrics_label_each(sharded, solid_settings)
     ready = "solid_objects_mailbox_ready_messages"
     assert samples[(ready, (("actor_type", "tests.counter"), ("database", "shard_b")))] == 2
     assert samples[(ready, (("actor_type", "tests.counter"), ("database", "default")))] == 1
-    assert ("solid_objects_role_up", (("kind", "worker"),)) in samples  # deployment-wide
+    up = "solid_objects_role_up"
+    assert samples[(up, (("database", "default"), ("kind", "worker")))] == 1
+    assert samples[(up, (("database", "shard_b"), ("kind", "worker")))] == 0
     exposition = Client().get("/ops/metrics/")
     assert exposition.status_code == 200
     families = list(text_string_to_metric_families(exposition.content.decode()))
     assert any(s.labels.get("database") == "shard_b" for f in families for s in f.samples)
     assert Client().get("/ops/health/").json()["status"] == "ok"
+
+
+def test_a_shard_nobody_serves_fails_the_doctors_backlog_and_shows_in_the_overview(
+    sharded, admin_client
+):
+    register_everywhere("broadcast")
+    for kind in ("effect", "reminder"):
+        register_everywhere(kind)
+    processes.register("worker", "default")  # the worker serves the first shard only
+    overdue = timezone.now() - timedelta(minutes=5)
+    for alias in SHARDS:
+        actor_id = ids_on(alias, 1)[0]
+        Counter.ref(actor_id).enqueue().add(amount=1)
+        ReadyMessage.objects.using(alias).update(available_at=overdue)
+    findings = {(f.check, f.database): f for f in run_checks(round_trip=False)}
+    assert findings[("roles", "default")].status == OK
+    assert findings[("roles", "shard_b")].status == WARN
+    assert findings[("backlog", "shard_b")].status == FAIL
+    assert "no worker role running" in findings[("backlog", "shard_b")].detail
+    assert findings[("backlog", "default")].status == WARN  # served, only behind
+    page = admin_client.get(reverse("admin:solid_objects_overview"))
+    assert page.context["missing_roles"] == ["worker on shard_b"]
 
 
 def test_the_admin_lists_one_shard_at_a_time_and_acts_on_the_rows_own(
