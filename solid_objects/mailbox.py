@@ -7,7 +7,12 @@ message commits or rolls back with the caller's own writes (a transactional outb
 1. an idempotency key is looked up first (a retried request costs one read);
 2. the instance row is created or locked and its next sequence taken, in one statement
    where the database allows (``INSERT … ON CONFLICT DO UPDATE … RETURNING``);
-3. the history row and its ready membership are inserted (one statement on PostgreSQL).
+3. the history row and its ready membership are inserted.
+
+On PostgreSQL steps 2 and 3 and the mailbox limit are one statement, run on its own in
+autocommit when the caller has no transaction open (it is its own commit).
+:func:`enqueue_many` appends a whole batch with multi-row statements (one on PostgreSQL):
+the keys are looked up together, each actor takes all its sequences at once.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from django.db import IntegrityError, OperationalError, connections, transaction
 from . import payloads, signals
 from .conf import get_settings
 from .db.dialect import Dialect
+from .db.rows import Appended, MailboxFullAt, NewMessage
 from .db.vendors import dialect_for
 from .errors import (
     ActorCallCycle,
@@ -148,6 +154,8 @@ def enqueue(
     lock_wait: float | None = None,
     then: Callable[[Any, Enqueued], Any] | None = None,
     prepared: str | None = None,
+    committing: Callable[[], Any] | None = None,
+    request_id: str | None = None,
 ) -> Enqueued:
     """Append a message; return where it is (the existing message for a key already used
     with the same operation and arguments).
@@ -155,7 +163,14 @@ def enqueue(
     ``then(cursor, enqueued)`` runs inside the same transaction after the insert: a sync
     caller claims the actor there, saving a commit. ``prepared`` is the arguments JSON
     :func:`prepare` returned for exactly these arguments (a sync caller validates before it
-    registers itself), so they are not checked and encoded twice.
+    registers itself), so they are not checked and encoded twice. ``committing()`` is
+    called just before the commit may be sent (at the end of the transaction, or before
+    the one autocommit statement that is the whole write).
+
+    ``request_id``: the new message's request id, chosen by a caller that runs the same
+    enqueue again when its connection was lost. Written once, it makes the enqueue
+    idempotent: run again after its commit, the unique request id finds the message
+    written (so an autocommit write needs no ``committing()``).
     """
     settings = get_settings()
     alias = using or database_for(spec.actor_type, actor_id)
@@ -195,11 +210,31 @@ def enqueue(
                 settings,
                 lock_wait,
                 then,
+                committing=committing,
+                request_id=request_id,
             )
             break
         except IntegrityError:
             if idempotency_key is None:
-                raise
+                if request_id is None:
+                    raise
+                # Written by an earlier run of this enqueue whose reply was lost?
+                with connection.cursor() as cursor:
+                    found = dialect.find_message_by_request_id(cursor, request_id)
+                if found is None:
+                    raise
+                message_id, sequence, instance_id = found
+                enqueued = Enqueued(
+                    message_id,
+                    request_id,
+                    sequence,
+                    instance_id,
+                    True,
+                    spec.actor_type,
+                    actor_id,
+                    alias,
+                )
+                break
             # A concurrent enqueue with the same key won: return its message.
             with connection.cursor() as cursor:
                 existing = dialect.find_message_by_key(
@@ -251,7 +286,23 @@ def _write(
     lock_wait: float | None,
     then: Callable[[Any, Enqueued], Any] | None = None,
     savepoint: bool = True,
+    committing: Callable[[], Any] | None = None,
+    request_id: str | None = None,
 ) -> Enqueued:
+    write = functools.partial(
+        _write_rows,
+        dialect=dialect,
+        spec=spec,
+        actor_id=actor_id,
+        operation=operation,
+        arguments_json=arguments_json,
+        delivery_mode=delivery_mode,
+        idempotency_key=idempotency_key,
+        available_at=available_at,
+        cap=settings.MAX_MAILBOX_LENGTH,
+        alias=connection.alias,
+        request_id=request_id,
+    )
     if lock_wait is not None and dialect.lock_wait_before_begin:
         # SQLite's BEGIN IMMEDIATE itself waits for the write lock: bound it before.
         with connection.cursor() as cursor:
@@ -270,10 +321,24 @@ def _write(
                 settings,
                 None,
                 then,
+                committing=committing,
+                request_id=request_id,
             )
         finally:
             with connection.cursor() as cursor:
                 dialect.unbound(cursor, token)
+    if (
+        dialect.append_in_one_statement
+        and lock_wait is None
+        and then is None
+        and not connection.in_atomic_block
+        and connection.get_autocommit()
+    ):
+        # One statement is the whole write and its own commit: no transaction around it.
+        # With the caller's request id running it again is safe, so the commit it sends
+        # is not one that may not be retried.
+        with connection.cursor() as cursor:
+            return write(cursor, before_commit=None if request_id else committing)
     with (
         transaction.atomic(using=connection.alias, savepoint=savepoint),
         connection.cursor() as cursor,
@@ -282,62 +347,115 @@ def _write(
         if lock_wait is not None:
             token = dialect.bound_lock_wait(cursor, lock_wait)
         try:
-            if idempotency_key is not None:
-                existing = dialect.find_message_by_key(
-                    cursor, spec.actor_type, actor_id, idempotency_key
-                )
-                if existing is not None:
-                    return _same_or_conflict(
-                        existing,
-                        operation,
-                        arguments_json,
-                        delivery_mode,
-                        idempotency_key,
-                        spec,
-                        actor_id,
-                        connection.alias,
-                    )
-            instance_id, sequence, revision = dialect.allocate_sequence(
-                cursor, spec.actor_type, actor_id, spec.cls.state_version
-            )
-            cap = settings.MAX_MAILBOX_LENGTH
-            # Every message at or below state_revision has finished, so the mailbox holds at
-            # most sequence - revision messages: count only when that could reach the cap.
-            if sequence - revision > cap and dialect.mailbox_length(cursor, instance_id) >= cap:
-                raise MailboxFull(
-                    f"{spec.actor_type}/{actor_id} already has {cap} pending messages"
-                )
-            request_id = str(uuid.uuid4())
-            message_id = dialect.insert_message(
-                cursor,
-                instance_id=instance_id,
-                actor_type=spec.actor_type,
-                actor_id=actor_id,
-                sequence=sequence,
-                operation=operation,
-                delivery_mode=delivery_mode,
-                arguments=arguments_json,
-                max_attempts=spec.max_attempts(operation),
-                request_id=request_id,
-                idempotency_key=idempotency_key,
-                available_at=available_at,
-            )
-            enqueued = Enqueued(
-                message_id,
-                request_id,
-                sequence,
-                instance_id,
-                True,
-                spec.actor_type,
-                actor_id,
-                connection.alias,
-            )
-            if then is not None:
+            enqueued = write(cursor)
+            if then is not None and enqueued.created:
                 then(cursor, enqueued)
+            if committing is not None and enqueued.created:
+                committing()
         finally:
             if token is not None:
                 dialect.unbound(cursor, token)
     return enqueued
+
+
+def _write_rows(
+    cursor: Any,
+    *,
+    dialect: Dialect,
+    spec: ActorSpec,
+    actor_id: str,
+    operation: str,
+    arguments_json: str,
+    delivery_mode: str,
+    idempotency_key: str | None,
+    available_at: datetime | None,
+    cap: int,
+    alias: str,
+    request_id: str | None = None,
+    before_commit: Callable[[], Any] | None = None,
+) -> Enqueued:
+    """The statements of one enqueue; ``before_commit``: called before the statement that
+    commits by itself (autocommit)."""
+    if idempotency_key is not None:
+        existing = dialect.find_message_by_key(cursor, spec.actor_type, actor_id, idempotency_key)
+        if existing is not None:
+            return _same_or_conflict(
+                existing,
+                operation,
+                arguments_json,
+                delivery_mode,
+                idempotency_key,
+                spec,
+                actor_id,
+                alias,
+            )
+    request_id = request_id or str(uuid.uuid4())
+    if dialect.append_in_one_statement:
+        if cap < 1:
+            raise _full(spec.actor_type, actor_id, cap)
+        message = NewMessage(
+            spec.actor_type,
+            actor_id,
+            spec.cls.state_version,
+            operation,
+            delivery_mode,
+            arguments_json,
+            spec.max_attempts(operation),
+            request_id,
+            idempotency_key,
+            available_at,
+        )
+        if before_commit is not None:
+            before_commit()
+        ((message_id, instance_id, sequence),) = _appended(
+            dialect.append_messages(cursor, [message], cap), cap
+        )
+    else:
+        instance_id, sequence, revision = dialect.allocate_sequence(
+            cursor, spec.actor_type, actor_id, spec.cls.state_version
+        )
+        # Every message at or below state_revision has finished, so the mailbox holds at
+        # most sequence - revision messages: count only when that could reach the cap.
+        if sequence - revision > cap and dialect.mailbox_length(cursor, instance_id) >= cap:
+            raise _full(spec.actor_type, actor_id, cap)
+        message_id = dialect.insert_message(
+            cursor,
+            instance_id=instance_id,
+            actor_type=spec.actor_type,
+            actor_id=actor_id,
+            sequence=sequence,
+            operation=operation,
+            delivery_mode=delivery_mode,
+            arguments=arguments_json,
+            max_attempts=spec.max_attempts(operation),
+            request_id=request_id,
+            idempotency_key=idempotency_key,
+            available_at=available_at,
+        )
+    return Enqueued(
+        message_id,
+        request_id,
+        sequence,
+        instance_id,
+        True,
+        spec.actor_type,
+        actor_id,
+        alias,
+    )
+
+
+def _full(actor_type: str, actor_id: str, cap: int) -> MailboxFull:
+    return MailboxFull(f"{actor_type}/{actor_id} already has {cap} pending messages")
+
+
+def _appended(appended: Appended, cap: int) -> list[tuple[int, int, int]]:
+    """What :meth:`Dialect.append_messages` appended; :class:`MailboxFull` if it refused."""
+    if isinstance(appended, MailboxFullAt):
+        raise MailboxFull(
+            f"{appended.actor_type}/{appended.actor_id} has no room for these messages: "
+            f"at most {cap} may be pending"
+        )
+    return appended
 
 
 @dataclass(frozen=True, slots=True)
@@ -386,7 +504,11 @@ def enqueue_many(
     Every item is validated and encoded before any SQL runs: one bad item raises its typed
     error and writes nothing. Inside the caller's ``transaction.atomic()`` the batch commits
     or rolls back with the caller's writes. A key raced by a concurrent enqueue makes the
-    batch run again from the start (its keys then find the winner's messages)."""
+    batch run again from the start (its keys then find the winner's messages).
+
+    The statements are per batch, not per message: one lookup of all the keys, then per
+    chunk of at most ``dialect.append_batch`` messages (and :data:`BATCH_BYTES` of
+    arguments) one statement on PostgreSQL, a few multi-row ones elsewhere."""
     settings = get_settings()
     alias = using or (
         database_for(items[0].spec.actor_type, items[0].actor_id) if items else settings.DATABASE
@@ -409,25 +531,8 @@ def enqueue_many(
     outer = connection.in_atomic_block
     for attempt in range(5):
         try:
-            with transaction.atomic(using=alias, savepoint=outer):
-                written = [
-                    _write(
-                        connection,
-                        dialect,
-                        item.spec,
-                        item.actor_id,
-                        item.operation,
-                        arguments_json,
-                        "async",
-                        item.idempotency_key,
-                        item.available_at,
-                        settings,
-                        None,
-                        None,
-                        savepoint=False,
-                    )
-                    for item, arguments_json in zip(items, encoded, strict=True)
-                ]
+            with transaction.atomic(using=alias, savepoint=outer), connection.cursor() as cursor:
+                written = _append_batch(cursor, dialect, items, encoded, settings, alias)
                 if then is not None:
                     then(None, written[-1])
             break
@@ -444,6 +549,105 @@ def enqueue_many(
                 functools.partial(_enqueued, item.spec, item.actor_id, enqueued), using=alias
             )
     return written
+
+
+#: The most argument bytes one chunk of :func:`enqueue_many` sends in a statement (well
+#: below MySQL's and MariaDB's default ``max_allowed_packet``).
+BATCH_BYTES = 4 * 1024 * 1024
+
+
+def _append_batch(
+    cursor: Any,
+    dialect: Dialect,
+    items: list[BatchItem],
+    encoded: list[str],
+    settings: Any,
+    alias: str,
+) -> list[Enqueued]:
+    """The writes of :func:`enqueue_many`, in the batch's transaction."""
+    keys = [
+        (item.spec.actor_type, item.actor_id, item.idempotency_key)
+        for item in items
+        if item.idempotency_key is not None
+    ]
+    existing = dialect.find_messages_by_keys(cursor, keys) if keys else {}
+    written: list[Enqueued | None] = [None] * len(items)
+    fresh: list[tuple[int, NewMessage]] = []
+    counts: dict[tuple[str, str], int] = {}
+    for index, (item, arguments_json) in enumerate(zip(items, encoded, strict=True)):
+        actor_type = item.spec.actor_type
+        if item.idempotency_key is not None:
+            found = existing.get((actor_type, item.actor_id, item.idempotency_key))
+            if found is not None:
+                written[index] = _same_or_conflict(
+                    found,
+                    item.operation,
+                    arguments_json,
+                    "async",
+                    item.idempotency_key,
+                    item.spec,
+                    item.actor_id,
+                    alias,
+                )
+                continue
+        counts[(actor_type, item.actor_id)] = counts.get((actor_type, item.actor_id), 0) + 1
+        fresh.append(
+            (
+                index,
+                NewMessage(
+                    actor_type,
+                    item.actor_id,
+                    item.spec.cls.state_version,
+                    item.operation,
+                    "async",
+                    arguments_json,
+                    item.spec.max_attempts(item.operation),
+                    str(uuid.uuid4()),
+                    item.idempotency_key,
+                    item.available_at,
+                ),
+            )
+        )
+    cap = settings.MAX_MAILBOX_LENGTH
+    for (actor_type, actor_id), count in counts.items():
+        if count > cap:  # more than an empty mailbox holds: refused before any write
+            raise MailboxFull(
+                f"{actor_type}/{actor_id}: {count} messages in one batch, "
+                f"at most {cap} may be pending"
+            )
+    for chunk in _chunks(fresh, dialect.append_batch):
+        appended = _appended(dialect.append_messages(cursor, [m for _, m in chunk], cap), cap)
+        for (index, message), (message_id, instance_id, sequence) in zip(
+            chunk, appended, strict=True
+        ):
+            written[index] = Enqueued(
+                message_id,
+                message.request_id,
+                sequence,
+                instance_id,
+                True,
+                message.actor_type,
+                message.actor_id,
+                alias,
+            )
+    return [enqueued for enqueued in written if enqueued is not None]
+
+
+def _chunks(
+    messages: list[tuple[int, NewMessage]], most: int
+) -> list[list[tuple[int, NewMessage]]]:
+    """``messages`` in runs of at most ``most`` messages and :data:`BATCH_BYTES` of
+    arguments (a bigger message has a run of its own)."""
+    chunks: list[list[tuple[int, NewMessage]]] = []
+    size = 0
+    for entry in messages:
+        length = len(entry[1].arguments)
+        if not chunks or len(chunks[-1]) >= most or size + length > BATCH_BYTES:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(entry)
+        size += length
+    return chunks
 
 
 def _same_or_conflict(

@@ -8,6 +8,7 @@ values that :func:`message_reference` wraps, and the sync path waits on any
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -243,6 +244,7 @@ class _EnqueueCalls(Generic[A]):
 
         def send(*args: Any, **kwargs: Any) -> MessageReference[Any]:
             arguments = bind(operation, args, kwargs)
+            request_id = str(uuid.uuid4())  # the same if the write runs again
 
             def write(attempt: Attempt) -> Enqueued:
                 return enqueue(
@@ -253,7 +255,8 @@ class _EnqueueCalls(Generic[A]):
                     delivery_mode="async",
                     idempotency_key=self._idempotency_key,
                     available_at=self._available_at,
-                    then=attempt.committing,
+                    committing=attempt.committing,
+                    request_id=request_id,
                 )
 
             return message_reference(

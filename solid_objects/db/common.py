@@ -16,6 +16,9 @@ class CommonDialect(Dialect):
     insert_message = mailbox.insert_message
     mailbox_length = mailbox.mailbox_length
     find_message_by_key = mailbox.find_message_by_key
+    find_message_by_request_id = mailbox.find_message_by_request_id
+    find_messages_by_keys = mailbox.find_messages_by_keys
+    append_messages = mailbox.append_messages
     # finding work, leases
     due_instances = leases.due_instances
     others_due = leases.others_due

@@ -30,7 +30,15 @@ from typing import Any
 
 from ..conf import table
 from ..payloads import MAX_DEPTH
-from .rows import Completion, JoinedWrite, LeaseRow, MessageRow, StagedEffectRow
+from .rows import (
+    Appended,
+    Completion,
+    JoinedWrite,
+    LeaseRow,
+    MessageRow,
+    NewMessage,
+    StagedEffectRow,
+)
 from .work_filter import WorkFilter
 
 
@@ -77,6 +85,13 @@ class Dialect:
     lock_wait_before_begin = False
     #: The deepest nesting of arrays/objects a JSON column accepts (checked before writing).
     json_max_depth = MAX_DEPTH
+    #: :meth:`append_messages` is one statement that also checks the mailbox limit (writing
+    #: nothing when it refuses), so a single enqueue can run as one autocommit statement.
+    append_in_one_statement = False
+    #: ``INSERT ... VALUES (...), (...) RETURNING`` returns the generated ids.
+    insert_returning = False
+    #: The most messages :meth:`append_messages` takes at once (its parameters must fit).
+    append_batch = 500
 
     # -- fragments -----------------------------------------------------------------------------
     #: The database clock.
@@ -188,6 +203,33 @@ class Dialect:
     ) -> tuple[Any, ...] | None:
         """``(id, request_id, sequence, operation, arguments, delivery_mode, instance_id)``
         of the message enqueued under ``idempotency_key``, or ``None``."""
+        raise NotImplementedError
+
+    def find_message_by_request_id(
+        self, cursor: Any, request_id: str
+    ) -> tuple[int, int, int] | None:
+        """``(id, sequence, instance_id)`` of the message with this request id, or ``None``."""
+        raise NotImplementedError
+
+    def find_messages_by_keys(
+        self, cursor: Any, keys: list[tuple[str, str, str]]
+    ) -> dict[tuple[str, str, str], tuple[Any, ...]]:
+        """What :meth:`find_message_by_key` returns, for many ``(actor_type, actor_id,
+        idempotency_key)`` at once (the keys never used are absent)."""
+        raise NotImplementedError
+
+    def allocate_sequences(
+        self, cursor: Any, actors: dict[tuple[str, str], list[int]]
+    ) -> dict[tuple[str, str], tuple[int, int, int]]:
+        """For ``{(actor_type, actor_id): [state_version, count]}``, create or lock each
+        instance row and take its next ``count`` sequences; return ``{actor: (instance_id,
+        next_message_sequence, state_revision)}`` as they are afterwards."""
+        raise NotImplementedError
+
+    def append_messages(self, cursor: Any, messages: list[NewMessage], cap: int) -> Appended:
+        """Append ``messages`` (at most :attr:`append_batch`), each actor's in their order,
+        with their ready memberships, unless an actor's mailbox would then hold more than
+        ``cap`` messages: see :data:`~solid_objects.db.mailbox.Appended`."""
         raise NotImplementedError
 
     # -- finding work and leasing an actor (db/leases.py) -------------------------------------

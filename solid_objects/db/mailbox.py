@@ -15,7 +15,8 @@ from datetime import datetime
 from typing import Any
 
 from .dialect import Dialect
-from .sql import render
+from .rows import Appended, MailboxFullAt, NewMessage
+from .sql import in_list, render
 
 logger = logging.getLogger("solid_objects")
 
@@ -100,6 +101,11 @@ NOTIFY_WORK = ", pg_notify(%(channel)s, '')"
 MAILBOX_LENGTH = (
     "SELECT (SELECT COUNT(*) FROM {t_ready} WHERE instance_id = %(instance_id)s) + "
     "(SELECT COUNT(*) FROM {t_claimed} WHERE instance_id = %(instance_id)s)"
+)
+
+#: A message by its request id: ``(id, sequence, instance_id)``.
+FIND_MESSAGE_BY_REQUEST_ID = (
+    "SELECT id, sequence, instance_id FROM {t_messages} WHERE request_id = %(request_id)s"
 )
 
 #: The message an actor was sent under an idempotency key.
@@ -283,6 +289,14 @@ def mailbox_length(dialect: Dialect, cursor: Any, instance_id: int) -> int:
     return int(cursor.fetchone()[0])
 
 
+def find_message_by_request_id(
+    dialect: Dialect, cursor: Any, request_id: str
+) -> tuple[int, int, int] | None:
+    cursor.execute(render(dialect, FIND_MESSAGE_BY_REQUEST_ID), {"request_id": request_id})
+    row = cursor.fetchone()
+    return None if row is None else (int(row[0]), int(row[1]), int(row[2]))
+
+
 def find_message_by_key(
     dialect: Dialect, cursor: Any, actor_type: str, actor_id: str, idempotency_key: str
 ) -> tuple[Any, ...] | None:
@@ -292,3 +306,337 @@ def find_message_by_key(
     )
     row = cursor.fetchone()
     return None if row is None else tuple(row)
+
+
+# -- appending many messages at once (enqueue_many, and a single enqueue on PostgreSQL) -------
+#: PostgreSQL: a whole batch in one statement. The instances are created or locked in key
+#: order and take ``n`` sequences each, unless that would overfill the mailbox (the
+#: ``WHERE`` of the conflict update: no row comes back, so none of its messages is
+#: inserted); the messages take their sequences from the instance rows returned, and their
+#: ready memberships follow. Every list is an array parameter, so the text never changes.
+APPEND_POSTGRESQL = (
+    "WITH a AS (SELECT * FROM unnest(%(types)s::text[], %(ids)s::text[], %(versions)s::int[], "
+    "%(counts)s::bigint[]) AS a(actor_type, actor_id, state_version, n)), "
+    "i AS (INSERT INTO {t_instances} AS i (actor_type, actor_id, state, state_version, "
+    "next_message_sequence, activation_generation, state_revision, created_at, updated_at) "
+    "SELECT actor_type, actor_id, '{{}}'::jsonb, state_version, n + 1, 0, 0, {now}, {now} "
+    "FROM a ORDER BY actor_type, actor_id "
+    "ON CONFLICT (actor_type, actor_id) DO UPDATE SET next_message_sequence = "
+    "i.next_message_sequence + EXCLUDED.next_message_sequence - 1 "
+    "WHERE CASE WHEN i.next_message_sequence + EXCLUDED.next_message_sequence - 2 "
+    "- i.state_revision <= %(cap)s THEN true ELSE "
+    "(SELECT COUNT(*) FROM {t_ready} WHERE instance_id = i.id) + "
+    "(SELECT COUNT(*) FROM {t_claimed} WHERE instance_id = i.id) + "
+    "EXCLUDED.next_message_sequence - 1 <= %(cap)s END "
+    "RETURNING i.id, i.actor_type, i.actor_id, i.next_message_sequence), "
+    "m AS (INSERT INTO {t_messages} (instance_id, actor_type, actor_id, operation, "
+    "delivery_mode, arguments, sequence, attempt_count, max_attempts, request_id, "
+    "idempotency_key, enqueued_at, available_at, created_at, updated_at) "
+    "SELECT i.id, x.actor_type, x.actor_id, x.operation, x.delivery_mode, x.arguments::jsonb, "
+    "i.next_message_sequence - x.back, 0, x.max_attempts, x.request_id, x.idempotency_key, "
+    "{now}, COALESCE(x.available_at, {now}), {now}, {now} "
+    "FROM unnest(%(m_types)s::text[], %(m_ids)s::text[], %(operations)s::text[], "
+    "%(modes)s::text[], %(arguments)s::text[], %(backs)s::bigint[], %(max_attempts)s::int[], "
+    "%(request_ids)s::text[], %(keys)s::text[], %(available_at)s::timestamptz[]) "
+    "AS x(actor_type, actor_id, operation, delivery_mode, arguments, back, max_attempts, "
+    "request_id, idempotency_key, available_at) "
+    "JOIN i ON i.actor_type = x.actor_type AND i.actor_id = x.actor_id "
+    "RETURNING id, instance_id, sequence, available_at, request_id), "
+    "r AS (INSERT INTO {t_ready} (message_id, instance_id, sequence, available_at, created_at) "
+    "SELECT id, instance_id, sequence, available_at, {now} FROM m) "
+    "SELECT request_id, id, instance_id, sequence{notify} FROM m"
+)
+
+#: The ``NOTIFY`` of :data:`APPEND_POSTGRESQL`, sent once per statement (an uncorrelated
+#: subquery runs once).
+NOTIFY_WORK_ONCE = ", (SELECT pg_notify(%(channel)s, ''))"
+
+#: SQLite: create the instances or take ``n`` sequences each (``{rows}``: one
+#: ``(%s, %s, '{}', %s, %s, 0, 0, now, now)`` per actor).
+ALLOCATE_SEQUENCES_SQLITE = (
+    "INSERT INTO {t_instances} (actor_type, actor_id, state, state_version, "
+    "next_message_sequence, activation_generation, state_revision, created_at, updated_at) "
+    "VALUES {rows} ON CONFLICT (actor_type, actor_id) DO UPDATE SET "
+    "next_message_sequence = next_message_sequence + excluded.next_message_sequence - 1 "
+    "RETURNING id, actor_type, actor_id, next_message_sequence, state_revision"
+)
+
+#: MySQL: take ``n`` sequences of each existing instance (``{cases}``: ``WHEN actor_type =
+#: %s AND actor_id = %s THEN %s`` per actor; ``{keys}``: the actors, ORed).
+BUMP_SEQUENCES_MYSQL = (
+    "UPDATE {t_instances} SET next_message_sequence = next_message_sequence + "
+    "CASE {cases} END WHERE {keys}"
+)
+
+#: MySQL: the instances of some actors, after :data:`BUMP_SEQUENCES_MYSQL`.
+SEQUENCES_OF_MYSQL = (
+    "SELECT id, actor_type, actor_id, next_message_sequence, state_revision "
+    "FROM {t_instances} WHERE {keys}"
+)
+
+#: MySQL: create instances (or bump them, where another creator won meanwhile).
+CREATE_INSTANCES_MYSQL = (
+    "INSERT INTO {t_instances} (actor_type, actor_id, state, state_version, "
+    "next_message_sequence, activation_generation, state_revision, created_at, updated_at) "
+    "VALUES {rows} ON DUPLICATE KEY UPDATE next_message_sequence = "
+    "next_message_sequence + VALUES(next_message_sequence) - 1"
+)
+
+#: Ready and claimed messages per instance (``{ids}``: the instance ids).
+MAILBOX_LENGTHS = (
+    "SELECT instance_id, COUNT(*) FROM (SELECT instance_id FROM {t_ready} WHERE instance_id "
+    "IN ({ids}) UNION ALL SELECT instance_id FROM {t_claimed} WHERE instance_id IN ({ids})) "
+    "c GROUP BY instance_id"
+)
+
+#: Many history rows (``{rows}``: one parenthesised row per message; ``{returning}``).
+INSERT_MESSAGES = (
+    "INSERT INTO {t_messages} (instance_id, actor_type, actor_id, operation, delivery_mode, "
+    "arguments, sequence, attempt_count, max_attempts, request_id, idempotency_key, "
+    "enqueued_at, available_at, created_at, updated_at) VALUES {rows}{returning}"
+)
+
+#: MySQL: the ids of the messages just inserted, by their request ids.
+MESSAGE_IDS = "SELECT request_id, id FROM {t_messages} WHERE request_id IN ({request_ids})"
+
+#: Many ready memberships (``{rows}``).
+INSERT_READY_ROWS = (
+    "INSERT INTO {t_ready} (message_id, instance_id, sequence, available_at, created_at) "
+    "VALUES {rows}"
+)
+
+#: The messages sent under some idempotency keys (``{keys}``: the triples, ORed).
+FIND_MESSAGES_BY_KEYS = (
+    "SELECT i.actor_type, i.actor_id, m.idempotency_key, m.id, m.request_id, m.sequence, "
+    "m.operation, m.arguments{as_text}, m.delivery_mode, m.instance_id FROM {t_messages} m "
+    "JOIN {t_instances} i ON i.id = m.instance_id WHERE {keys}"
+)
+
+#: Idempotency keys looked up per statement (three parameters each).
+KEYS_PER_LOOKUP = 300
+
+ActorKey = tuple[str, str]
+
+
+def _actors(messages: list[NewMessage]) -> dict[ActorKey, list[int]]:
+    """``{(actor_type, actor_id): [state_version, count]}`` in order of first appearance."""
+    actors: dict[ActorKey, list[int]] = {}
+    for message in messages:
+        entry = actors.setdefault(
+            (message.actor_type, message.actor_id), [message.state_version, 0]
+        )
+        entry[1] += 1
+    return actors
+
+
+def _backs(messages: list[NewMessage], actors: dict[ActorKey, list[int]]) -> list[int]:
+    """Per message, how far below its actor's new ``next_message_sequence`` its sequence
+    is (the last message of an actor: 1)."""
+    left = {key: count for key, (_, count) in actors.items()}
+    backs = []
+    for message in messages:
+        key = (message.actor_type, message.actor_id)
+        backs.append(left[key])
+        left[key] -= 1
+    return backs
+
+
+def append_messages_postgresql(
+    dialect: Dialect,
+    cursor: Any,
+    messages: list[NewMessage],
+    cap: int,
+    notify_channel: str | None = None,
+) -> Appended:
+    """The whole batch in one statement (:data:`APPEND_POSTGRESQL`); ``notify_channel``:
+    hint the workers on commit."""
+    actors = _actors(messages)
+    params: dict[str, Any] = {
+        "types": [key[0] for key in actors],
+        "ids": [key[1] for key in actors],
+        "versions": [version for version, _ in actors.values()],
+        "counts": [count for _, count in actors.values()],
+        "cap": cap,
+        "m_types": [m.actor_type for m in messages],
+        "m_ids": [m.actor_id for m in messages],
+        "operations": [m.operation for m in messages],
+        "modes": [m.delivery_mode for m in messages],
+        "arguments": [m.arguments for m in messages],
+        "backs": _backs(messages, actors),
+        "max_attempts": [m.max_attempts for m in messages],
+        "request_ids": [m.request_id for m in messages],
+        "keys": [m.idempotency_key for m in messages],
+        "available_at": [m.available_at for m in messages],
+    }
+    notify = ""
+    if notify_channel is not None:
+        notify = NOTIFY_WORK_ONCE
+        params["channel"] = notify_channel
+    cursor.execute(render(dialect, APPEND_POSTGRESQL, notify=notify), params)
+    rows = {row[0]: row[1:4] for row in cursor.fetchall()}
+    appended = []
+    for message in messages:
+        row = rows.get(message.request_id)
+        if row is None:
+            return MailboxFullAt(message.actor_type, message.actor_id)
+        appended.append((int(row[0]), int(row[1]), int(row[2])))
+    return appended
+
+
+def _instance_row(
+    dialect: Dialect, key: ActorKey, version: int, count: int
+) -> tuple[str, list[Any]]:
+    now = dialect.now
+    return f"(%s, %s, '{{}}', %s, %s, 0, 0, {now}, {now})", [key[0], key[1], version, count + 1]
+
+
+def _keys_sql(keys: list[ActorKey]) -> tuple[str, list[Any]]:
+    sql = " OR ".join(["(actor_type = %s AND actor_id = %s)"] * len(keys))
+    return sql, [value for key in keys for value in key]
+
+
+def allocate_sequences_sqlite(
+    dialect: Dialect, cursor: Any, actors: dict[ActorKey, list[int]]
+) -> dict[ActorKey, tuple[int, int, int]]:
+    """``{actor: (instance_id, next_message_sequence, state_revision)}`` after taking each
+    actor's ``count`` sequences, in one upsert."""
+    rows, params = [], []
+    for key, (version, count) in actors.items():
+        row, values = _instance_row(dialect, key, version, count)
+        rows.append(row)
+        params += values
+    cursor.execute(render(dialect, ALLOCATE_SEQUENCES_SQLITE, rows=", ".join(rows)), params)
+    return {(t, a): (int(i), int(n), int(r)) for i, t, a, n, r in cursor.fetchall()}
+
+
+def allocate_sequences_mysql(
+    dialect: Dialect, cursor: Any, actors: dict[ActorKey, list[int]]
+) -> dict[ActorKey, tuple[int, int, int]]:
+    """Existing actors: one ``UPDATE`` and one read. New ones are created under their named
+    creation locks (see :func:`allocate_sequence_mysql`), all taken in one statement in
+    name order (so two batches never wait for each other's), released once inserted."""
+    keys = sorted(actors)
+    cases = " ".join(["WHEN actor_type = %s AND actor_id = %s THEN %s"] * len(keys))
+    case_params = [v for key in keys for v in (key[0], key[1], actors[key][1])]
+    where, where_params = _keys_sql(keys)
+    cursor.execute(
+        render(dialect, BUMP_SEQUENCES_MYSQL, cases=cases, keys=where), case_params + where_params
+    )
+    found = _sequences_of_mysql(dialect, cursor, keys) if cursor.rowcount else {}
+    missing = [key for key in keys if key not in found]
+    if missing:
+        names = sorted(_creation_lock(dialect, key[0], key[1]) for key in missing)
+        calls = ", ".join(["GET_LOCK(%s, %s)"] * len(names))
+        cursor.execute(f"SELECT {calls}", [v for name in names for v in (name, CREATION_LOCK_WAIT)])
+        locked = [name for name, ok in zip(names, cursor.fetchone(), strict=True) if ok == 1]
+        if len(locked) < len(names):
+            logger.warning(
+                "creation locks of %d actors not acquired; inserting anyway",
+                len(names) - len(locked),
+            )
+        try:
+            rows, params = [], []
+            for key in missing:
+                row, values = _instance_row(dialect, key, *actors[key])
+                rows.append(row)
+                params += values
+            cursor.execute(render(dialect, CREATE_INSTANCES_MYSQL, rows=", ".join(rows)), params)
+        finally:
+            if locked:
+                releases = ", ".join(["RELEASE_LOCK(%s)"] * len(locked))
+                cursor.execute(f"SELECT {releases}", locked)
+                cursor.fetchone()
+        found.update(_sequences_of_mysql(dialect, cursor, missing))
+    return found
+
+
+def _sequences_of_mysql(
+    dialect: Dialect, cursor: Any, keys: list[ActorKey]
+) -> dict[ActorKey, tuple[int, int, int]]:
+    where, params = _keys_sql(keys)
+    cursor.execute(render(dialect, SEQUENCES_OF_MYSQL, keys=where), params)
+    return {(t, a): (int(i), int(n), int(r)) for i, t, a, n, r in cursor.fetchall()}
+
+
+def _mailbox_lengths(dialect: Dialect, cursor: Any, instance_ids: list[int]) -> dict[int, int]:
+    ids, params = in_list("id", instance_ids)
+    cursor.execute(render(dialect, MAILBOX_LENGTHS, ids=ids), params)
+    return {int(instance_id): int(count) for instance_id, count in cursor.fetchall()}
+
+
+def append_messages(
+    dialect: Dialect, cursor: Any, messages: list[NewMessage], cap: int
+) -> Appended:
+    """MySQL, SQLite: the instances (``dialect.allocate_sequences``), the mailbox limit
+    where it could be reached (one count for those actors), the history rows in one
+    ``INSERT`` (their ids by ``RETURNING`` on SQLite, read back by request id on MySQL),
+    then the ready rows in one ``INSERT``."""
+    actors = _actors(messages)
+    allocated = dialect.allocate_sequences(cursor, actors)
+    crowded = [
+        key for key, (_, count) in actors.items() if allocated[key][1] - 1 - allocated[key][2] > cap
+    ]
+    if crowded:
+        lengths = _mailbox_lengths(dialect, cursor, [allocated[key][0] for key in crowded])
+        for key in crowded:
+            if lengths.get(allocated[key][0], 0) + actors[key][1] > cap:
+                return MailboxFullAt(*key)
+    now = dialect.now
+    rows, params, placed = [], [], []
+    for message, back in zip(messages, _backs(messages, actors), strict=True):
+        instance_id, next_sequence, _ = allocated[(message.actor_type, message.actor_id)]
+        sequence = next_sequence - back
+        at = now
+        values = [
+            instance_id,
+            message.actor_type,
+            message.actor_id,
+            message.operation,
+            message.delivery_mode,
+            message.arguments,
+            sequence,
+            message.max_attempts,
+            message.request_id,
+            message.idempotency_key,
+        ]
+        if message.available_at is not None:
+            at = "%s"
+            values.append(dialect.adapt_datetime(message.available_at))
+        rows.append(f"(%s, %s, %s, %s, %s, %s, %s, 0, %s, %s, %s, {now}, {at}, {now}, {now})")
+        params += values
+        placed.append((instance_id, sequence, at, values[10:]))
+    returning = " RETURNING request_id, id" if dialect.insert_returning else ""
+    cursor.execute(
+        render(dialect, INSERT_MESSAGES, rows=", ".join(rows), returning=returning), params
+    )
+    if not dialect.insert_returning:
+        request_ids, id_params = in_list("r", [m.request_id for m in messages])
+        cursor.execute(render(dialect, MESSAGE_IDS, request_ids=request_ids), id_params)
+    ids = {request_id: int(message_id) for request_id, message_id in cursor.fetchall()}
+    rows, params, appended = [], [], []
+    for message, (instance_id, sequence, at, at_params) in zip(messages, placed, strict=True):
+        message_id = ids[message.request_id]
+        rows.append(f"(%s, %s, %s, {at}, {now})")
+        params += [message_id, instance_id, sequence, *at_params]
+        appended.append((message_id, instance_id, sequence))
+    cursor.execute(render(dialect, INSERT_READY_ROWS, rows=", ".join(rows)), params)
+    return appended
+
+
+def find_messages_by_keys(
+    dialect: Dialect, cursor: Any, keys: list[tuple[str, str, str]]
+) -> dict[tuple[str, str, str], tuple[Any, ...]]:
+    """``{(actor_type, actor_id, key): (id, request_id, sequence, operation, arguments,
+    delivery_mode, instance_id)}`` of the messages already sent under these keys."""
+    found: dict[tuple[str, str, str], tuple[Any, ...]] = {}
+    for start in range(0, len(keys), KEYS_PER_LOOKUP):
+        chunk = keys[start : start + KEYS_PER_LOOKUP]
+        where = " OR ".join(
+            ["(i.actor_type = %s AND i.actor_id = %s AND m.idempotency_key = %s)"] * len(chunk)
+        )
+        cursor.execute(
+            render(dialect, FIND_MESSAGES_BY_KEYS, keys=where), [v for k in chunk for v in k]
+        )
+        for row in cursor.fetchall():
+            found[(row[0], row[1], row[2])] = tuple(row[3:])
+    return found

@@ -42,4 +42,5 @@ class MySQLDialect(CommonDialect):
             cursor.execute("SET SESSION innodb_lock_wait_timeout = %(wait)s", {"wait": int(token)})
 
     allocate_sequence = mailbox.allocate_sequence_mysql
+    allocate_sequences = mailbox.allocate_sequences_mysql
     acquire_lease = leases.acquire_lease_mysql

@@ -15,6 +15,7 @@ from . import fence as fenced_commit
 from .common import CommonDialect
 from .dialect import Later
 from .notify import CHANNEL, notify_enabled
+from .rows import Appended, NewMessage
 
 
 class PostgreSQLDialect(CommonDialect):
@@ -22,6 +23,8 @@ class PostgreSQLDialect(CommonDialect):
     single_statement_commit = True
     listen_notify = True
     update_from_returning = True
+    append_in_one_statement = True
+    append_batch = 1000
 
     now = "now()"
     json = "%s::jsonb"
@@ -82,6 +85,11 @@ class PostgreSQLDialect(CommonDialect):
             idempotency_key=idempotency_key,
             available_at=available_at,
             notify_channel=CHANNEL if self.notify else None,
+        )
+
+    def append_messages(self, cursor: Any, messages: list[NewMessage], cap: int) -> Appended:
+        return mailbox.append_messages_postgresql(
+            self, cursor, messages, cap, notify_channel=CHANNEL if self.notify else None
         )
 
     # The variant of each step PostgreSQL runs where it is not the common one.

@@ -1,11 +1,12 @@
 """The values the hot-path statements return and take: a lease, a claimed message, a
-completion, and what the fenced commit writes of other modules (a staged effect, a joined
-write)."""
+completion, what the fenced commit writes of other modules (a staged effect, a joined
+write), and the messages an enqueue appends."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol
 
 
@@ -100,3 +101,33 @@ def message_from_row(row: Sequence[Any]) -> MessageRow:
         request_id=row[7],
         idempotency_key=row[8],
     )
+
+
+@dataclass(frozen=True, slots=True)
+class NewMessage:
+    """One message to append, validated and encoded (``arguments`` is its JSON text)."""
+
+    actor_type: str
+    actor_id: str
+    state_version: int
+    operation: str
+    delivery_mode: str
+    arguments: str
+    max_attempts: int
+    request_id: str
+    idempotency_key: str | None
+    available_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class MailboxFullAt:
+    """The actor whose mailbox had no room for its messages of a batch: nothing of the
+    batch may commit (on PostgreSQL nothing was written; elsewhere the caller rolls back)."""
+
+    actor_type: str
+    actor_id: str
+
+
+#: ``(message_id, instance_id, sequence)`` of each message appended, in order, or the actor
+#: whose mailbox is full.
+Appended = list[tuple[int, int, int]] | MailboxFullAt

@@ -20,6 +20,9 @@ class SQLiteDialect(CommonDialect):
     write_lock_first = True
     #: BEGIN IMMEDIATE (the recommended transaction mode) waits for the database lock.
     lock_wait_before_begin = True
+    insert_returning = True
+    #: Django's SQLite backend allows 999 parameters per statement (11 per message).
+    append_batch = 80
 
     now = f"strftime({_FORMAT}, 'now')"
     skip_locked = ""
@@ -46,4 +49,5 @@ class SQLiteDialect(CommonDialect):
             cursor.execute(f"PRAGMA busy_timeout = {int(token)}", [])
 
     allocate_sequence = mailbox.allocate_sequence_sqlite
+    allocate_sequences = mailbox.allocate_sequences_sqlite
     acquire_lease = leases.acquire_lease_sqlite

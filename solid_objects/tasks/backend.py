@@ -7,6 +7,7 @@ caller's writes.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -135,6 +136,8 @@ class SolidObjectsBackend(compat.BaseTaskBackend):
         spec = get_spec(TASK_ACTOR_TYPE)
         alias = self.database_of(actor_id)
 
+        request_id = str(uuid.uuid4())  # the same if the write runs again
+
         def write(attempt: Attempt) -> Enqueued:
             return enqueue(
                 spec,
@@ -143,7 +146,8 @@ class SolidObjectsBackend(compat.BaseTaskBackend):
                 arguments,
                 available_at=available_at,
                 using=alias,
-                then=attempt.committing,
+                committing=attempt.committing,
+                request_id=request_id,
             )
 
         enqueued = recovering(alias, "enqueue()", write)

@@ -3,6 +3,8 @@ typed errors and idempotency keys of a single enqueue."""
 
 from __future__ import annotations
 
+import random
+import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -21,7 +23,7 @@ from solid_objects import (
 from solid_objects.models import Instance, Message, ReadyMessage
 from tests.testapp.actors.core import Counter
 
-from .helpers import drain, instance_of
+from .helpers import drain, instance_of, start_thread
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -136,6 +138,55 @@ def test_available_at_and_the_callers_transaction():
         )
     stored = ReadyMessage.objects.get(message_id=sent.id)
     assert abs((stored.available_at - later).total_seconds()) < 1
+
+
+def test_concurrent_batches_over_the_same_new_actors_keep_each_batchs_order():
+    """Four batches at once, each over the same ten new actors in its own shuffled order:
+    one instance per actor, every actor's sequences 1..n without a gap or a repeat, and
+    within each batch an actor's messages in the batch's order."""
+    threads, actors, per_actor = 4, 10, 5
+    barrier = threading.Barrier(threads, timeout=60)
+
+    def send(index: int):
+        order = [n % actors for n in range(actors * per_actor)]
+        random.Random(index).shuffle(order)
+
+        def run():
+            batch = [
+                (Counter.ref(f"race-{n}"), "append", {"n": f"{index}:{k}"})
+                for k, n in enumerate(order)
+            ]
+            barrier.wait()
+            return enqueue_many(batch)
+
+        return run
+
+    workers = [start_thread(send(i), f"batch-{i}") for i in range(threads)]
+    sent = [w.outcome() for w in workers]
+    assert Instance.objects.filter(actor_id__startswith="race-").count() == actors
+    for n in range(actors):
+        stored = Message.objects.filter(actor_id=f"race-{n}").order_by("sequence")
+        assert [m.sequence for m in stored] == list(range(1, threads * per_actor + 1))
+        for index in range(threads):
+            mine = [m.arguments["n"] for m in stored if m.arguments["n"].startswith(f"{index}:")]
+            assert sorted(mine, key=lambda v: int(v.split(":")[1])) == mine
+    assert ReadyMessage.objects.count() == threads * actors * per_actor
+    assert sorted(m.id for batch in sent for m in batch) == sorted(
+        Message.objects.values_list("id", flat=True)
+    )
+
+
+def test_a_full_mailbox_refuses_the_whole_batch_once_the_actor_is_crowded(solid_settings):
+    solid_settings(MAX_MAILBOX_LENGTH=3)
+    ref = Counter.ref("crowded")
+    enqueue_many([(ref, "add", {"amount": 1})] * 2)
+    with pytest.raises(MailboxFull):
+        enqueue_many([(Counter.ref("crowded-other"), "add", {"amount": 1}), (ref, "add", {})] * 2)
+    assert not Instance.objects.filter(actor_id="crowded-other").exists()
+    assert Message.objects.count() == 2
+    (third,) = enqueue_many([(ref, "add", {"amount": 1})])
+    assert third.sequence == 3
+    assert instance_of("tests.counter", "crowded").next_message_sequence == 4
 
 
 def test_an_empty_batch_writes_nothing():
