@@ -29,10 +29,12 @@ from solid_objects.dead_letter_lookup import retry as retry_dead_letter
 from solid_objects.diagnostics import DIAGNOSTIC_TYPE, FAIL, OK, WARN, run_checks
 from solid_objects.health import health_report
 from solid_objects.metrics import registry
-from solid_objects.models import DeadLetter, Instance, Message, Process, ReadyMessage
+from solid_objects.models import DeadLetter, Effect, Instance, Message, Process, ReadyMessage
 from solid_objects.runtime import processes
 from solid_objects.status import report
+from solid_objects.testing import drain
 from tests.testapp.actors.core import Counter
+from tests.testapp.actors.outbox import Payer
 
 SHARDS = ["default", "shard_b"]
 pytestmark = pytest.mark.django_db(transaction=True, databases=SHARDS)
@@ -202,6 +204,9 @@ def test_the_doctor_checks_every_shard_with_a_round_trip_on_each(sharded):
     assert [f.status for f in findings] == [OK] * len(findings), findings
     for alias in SHARDS:
         assert not Instance.objects.using(alias).filter(actor_type=DIAGNOSTIC_TYPE).exists()
+        # The round trip's short-lived caller registration is stopped on each shard.
+        callers = Process.objects.using(alias).filter(kind="caller", shutdown_state="running")
+        assert not callers.exists()
 
     out = StringIO()
     with override_settings(CHANNEL_LAYERS=layers, SILENCED_SYSTEM_CHECKS=silenced):
@@ -332,3 +337,22 @@ def test_the_overview_adds_up_every_shard_and_links_to_each(sharded, solid_setti
     assert one.context["overview"]["mailbox"]["due"] == 2
     assert "data-shard=" not in one.content.decode()
     assert admin_client.get(overview, {"shard": "nowhere"}).status_code == 400
+
+
+def test_the_admin_retries_a_dead_effect_on_its_shard(sharded, admin_client, solid_settings):
+    payer = ids_on("shard_b", 1, "tests.payer")[0]
+    # No on_failure callback: nobody handles the failure, so the effect is dead.
+    Payer.ref(payer).pay("tests.outbox.fatal", {}, on_failure=None)
+    drain()
+    dead = Effect.objects.using("shard_b").get(status="dead")
+    assert not Effect.objects.using("default").exists()
+    changelist = reverse("admin:solid_objects_effect_changelist")
+    listed = admin_client.get(changelist, {"shard": "shard_b", "status__exact": "dead"})
+    assert dead.effect_id.encode() in listed.content
+    response = admin_client.post(
+        f"{changelist}?shard=shard_b",
+        {"action": "retry_dead", "_selected_action": [dead.pk]},
+    )
+    assert response.status_code == 302 and "shard=shard_b" in response["Location"]
+    retried = Effect.objects.using("shard_b").get(pk=dead.pk)
+    assert retried.status == "pending" and retried.attempt_count == 0
