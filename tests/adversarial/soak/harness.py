@@ -53,7 +53,8 @@ from django.utils import timezone
 from solid_objects.models import ClaimedMessage, DeadLetter, Instance, Message, ReadyMessage
 from solid_objects.models import Process as ProcessRow
 from solid_objects.runtime import processes
-from tests.runtime.helpers import Worker, alias, start_thread
+from solid_objects.shards import databases
+from tests.runtime.helpers import Worker, start_thread
 from tests.support.processes import Commands
 from tests.testapp.actors.soak import SoakCounter
 
@@ -101,6 +102,10 @@ MODES = (
     Mode("max-turns-1", settings={"MAX_TURNS_PER_COMMIT": 1}),
     Mode("threads-2", args=("--threads", "2")),
 )
+#: The aliases of the sharded mode (tests/settings.py defines ``shard_b``).
+SHARDS = ("default", "shard_b")
+#: Actors on two shards, every worker serving both (one supervisor per shard in each).
+SHARDED_MODES = (Mode("sharded", settings={"MAX_TURNS_PER_COMMIT": 16, "DATABASES": SHARDS}),)
 
 
 @dataclass(frozen=True)
@@ -189,7 +194,8 @@ class Cleaner:
         self.cleaned = 0
         self.aimed = 0  # aimed cleanups run
         self.errors: list[str] = []
-        self._targets: dict[int, datetime | None] = {}  # killed pid -> when to clean it up
+        #: (alias, killed pid) -> when to clean it up there
+        self._targets: dict[tuple[str, int], datetime | None] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: Worker | None = None
@@ -203,7 +209,8 @@ class Cleaner:
         if self.rng.random() >= AIM_SHARE:
             return
         with self._lock:
-            self._targets[pid] = None
+            for shard in databases():  # a worker has rows on every shard it serves
+                self._targets[(shard, pid)] = None
 
     def _loop(self) -> None:
         next_run = time.monotonic() + self.interval
@@ -212,48 +219,57 @@ class Cleaner:
                 self._aimed_cleanups()
                 if time.monotonic() >= next_run:
                     next_run = time.monotonic() + self.interval
-                    self.cleaned += len(processes.cleanup_dead(alias(), self.threshold))
+                    for shard in databases():
+                        self.cleaned += len(processes.cleanup_dead(shard, self.threshold))
                     self.runs += 1
             except DatabaseError as exc:  # as the supervisor does: note it, carry on
                 self.errors.append(repr(exc))
-                connections[alias()].close()
+                for shard in databases():
+                    connections[shard].close()
 
     def _aimed_cleanups(self) -> None:
         with self._lock:
             targets = dict(self._targets)
-        for pid, due in targets.items():
+        for (shard, pid), due in targets.items():
             row = (
-                ProcessRow.objects.filter(pid=pid, kind="worker")
+                ProcessRow.objects.using(shard)
+                .filter(pid=pid, kind="worker")
                 .exclude(shutdown_state=ProcessRow.ShutdownState.STOPPED)
                 .values("id", "last_heartbeat_at")
                 .first()
             )
             if row is None:  # never registered, or cleaned up already
-                self._forget(pid)
+                self._forget(shard, pid)
                 continue
             if due is None:
-                claimed = ClaimedMessage.objects.filter(process_id=row["id"]).values("instance_id")
-                expiry = Instance.objects.filter(
-                    id__in=claimed, activation_owner_id=row["id"]
-                ).aggregate(first=Min("activation_expires_at"))["first"]
+                claimed = (
+                    ClaimedMessage.objects.using(shard)
+                    .filter(process_id=row["id"])
+                    .values("instance_id")
+                )
+                expiry = (
+                    Instance.objects.using(shard)
+                    .filter(id__in=claimed, activation_owner_id=row["id"])
+                    .aggregate(first=Min("activation_expires_at"))["first"]
+                )
                 if expiry is None:  # no stale claim left to race for
-                    self._forget(pid)
+                    self._forget(shard, pid)
                     continue
                 due = expiry + timedelta(seconds=self.rng.uniform(*AIM_DELAY))
                 with self._lock:
-                    self._targets[pid] = due
+                    self._targets[(shard, pid)] = due
             now = timezone.now()
             if now < due:
                 continue
             silent = (now - row["last_heartbeat_at"]).total_seconds()
             threshold = max(AIM_MIN_THRESHOLD, silent - 0.01)
-            self.cleaned += len(processes.cleanup_dead(alias(), threshold))
+            self.cleaned += len(processes.cleanup_dead(shard, threshold))
             self.aimed += 1
-            self._forget(pid)
+            self._forget(shard, pid)
 
-    def _forget(self, pid: int) -> None:
+    def _forget(self, shard: str, pid: int) -> None:
         with self._lock:
-            self._targets.pop(pid, None)
+            self._targets.pop((shard, pid), None)
 
     def stop(self) -> None:
         self._stop.set()
@@ -372,7 +388,8 @@ class Soak:
     def _top_up(self) -> None:
         """Enqueue (one batch) what keeps ``profile.backlog`` messages waiting."""
         room = self.profile.max_messages - len(self.ledger)
-        wanted = min(self.profile.backlog - ReadyMessage.objects.count(), BATCH, room)
+        ready = sum(ReadyMessage.objects.using(shard).count() for shard in databases())
+        wanted = min(self.profile.backlog - ready, BATCH, room)
         if wanted > 0:
             self.ledger.random_messages(wanted)
 
@@ -404,12 +421,19 @@ class Soak:
         tick = threading.Event()
         waiting = [proc for proc in self.live if proc.poll() is None]
         while waiting and time.monotonic() < deadline:
-            running = set(
-                ProcessRow.objects.filter(
-                    kind="worker",
-                    shutdown_state=ProcessRow.ShutdownState.RUNNING,
-                    pid__in=[proc.pid for proc in waiting],
-                ).values_list("pid", flat=True)
+            running = set.intersection(
+                *(
+                    set(
+                        ProcessRow.objects.using(shard)
+                        .filter(
+                            kind="worker",
+                            shutdown_state=ProcessRow.ShutdownState.RUNNING,
+                            pid__in=[proc.pid for proc in waiting],
+                        )
+                        .values_list("pid", flat=True)
+                    )
+                    for shard in databases()
+                )
             )
             waiting = [proc for proc in waiting if proc.pid not in running and proc.poll() is None]
             if waiting:
@@ -465,38 +489,62 @@ class Soak:
 
     @staticmethod
     def _drained(clean_pid: int) -> bool:
-        if ReadyMessage.objects.exists() or ClaimedMessage.objects.exists():
+        return all(Soak._drained_on(shard, clean_pid) for shard in databases())
+
+    @staticmethod
+    def _drained_on(shard: str, clean_pid: int) -> bool:
+        if (
+            ReadyMessage.objects.using(shard).exists()
+            or ClaimedMessage.objects.using(shard).exists()
+        ):
             return False
-        others = ProcessRow.objects.exclude(pid=clean_pid)
+        others = ProcessRow.objects.using(shard).exclude(pid=clean_pid)
         if (
             others.filter(kind="worker")
             .exclude(shutdown_state=ProcessRow.ShutdownState.STOPPED)
             .exists()
         ):
             return False  # a dead worker not cleaned up yet
-        return not Instance.objects.filter(activation_owner__in=others).exists()
+        return not Instance.objects.using(shard).filter(activation_owner__in=others).exists()
 
     @staticmethod
     def _remaining() -> str:
-        undone = Message.objects.filter(completed_at__isnull=True).count()
+        return "; ".join(f"{shard}: {Soak._remaining_on(shard)}" for shard in databases())
+
+    @staticmethod
+    def _remaining_on(shard: str) -> str:
+        undone = Message.objects.using(shard).filter(completed_at__isnull=True).count()
         workers = (
-            ProcessRow.objects.filter(kind="worker")
+            ProcessRow.objects.using(shard)
+            .filter(kind="worker")
             .exclude(shutdown_state=ProcessRow.ShutdownState.STOPPED)
             .count()
         )
-        leased = Instance.objects.filter(activation_owner__isnull=False).count()
+        leased = Instance.objects.using(shard).filter(activation_owner__isnull=False).count()
         return (
-            f"{ReadyMessage.objects.count()} ready, {ClaimedMessage.objects.count()} claimed, "
+            f"{ReadyMessage.objects.using(shard).count()} ready, "
+            f"{ClaimedMessage.objects.using(shard).count()} claimed, "
             f"{undone} messages without completed_at (dead letters: "
-            f"{DeadLetter.objects.count()}), {workers} worker rows not stopped (the clean "
-            f"worker's included), "
+            f"{DeadLetter.objects.using(shard).count()}), {workers} worker rows not stopped (the "
+            f"clean worker's included), "
             f"{leased} instances leased"
         )
 
     # -- figures ------------------------------------------------------------------------------
     def figures(self, found: list[str]) -> dict[str, Any]:
-        messages = Message.objects.filter(actor_type=SoakCounter.actor_type)
-        totals = messages.aggregate(attempts=Sum("attempt_count"), max_attempt=Max("attempt_count"))
+        counts = {"attempts": 0, "max_attempt": 0, "committed": 0, "rerun": 0}
+        for shard in databases():
+            messages = Message.objects.using(shard).filter(actor_type=SoakCounter.actor_type)
+            totals = messages.aggregate(
+                attempts=Sum("attempt_count"), max_attempt=Max("attempt_count")
+            )
+            counts["attempts"] += totals["attempts"] or 0
+            counts["max_attempt"] = max(counts["max_attempt"], totals["max_attempt"] or 0)
+            counts["committed"] += (
+                messages.filter(completed_at__isnull=False).count()
+                + DeadLetter.objects.using(shard).filter(actor_type=SoakCounter.actor_type).count()
+            )
+            counts["rerun"] += messages.filter(attempt_count__gt=1).count()
         events = self.events()
         return {
             "vendor": self.vendor,
@@ -513,11 +561,11 @@ class Soak:
             "enqueue_refusals": self.ledger.refusals,
             "kills": len(self.kill_schedule),
             "workers_started": self.started,
-            "turns_committed": messages.filter(completed_at__isnull=False).count()
-            + DeadLetter.objects.filter(actor_type=SoakCounter.actor_type).count(),
-            "attempts_counted": totals["attempts"] or 0,
-            "messages_rerun": messages.filter(attempt_count__gt=1).count(),
-            "max_attempt": totals["max_attempt"] or 0,
+            "shards": list(databases()),
+            "turns_committed": counts["committed"],
+            "attempts_counted": counts["attempts"],
+            "messages_rerun": counts["rerun"],
+            "max_attempt": counts["max_attempt"],
             **events,
             # The supervisors' cleanups are in their logs; the test's own are counted here.
             "dead_processes_cleaned": events["dead_processes_cleaned"] + self.cleaner.cleaned,

@@ -14,6 +14,10 @@ what was enqueued. Each broken promise becomes one line naming the actor, the me
   from a lost activation);
 - no message the soak did not enqueue, no ready or claimed row left;
 - no lease held by a process that is not running, and no worker row left running.
+
+With shards (``SOLID_OBJECTS["DATABASES"]``) every check runs on each shard for the actors
+that live there (ids are numbered per database), and no soak actor may have an instance row
+on a shard that is not its own.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any
 
 from solid_objects.models import ClaimedMessage, DeadLetter, Instance, Message, ReadyMessage
 from solid_objects.models import Process as ProcessRow
+from solid_objects.shards import database_for, databases, is_sharded
 from tests.testapp.actors.soak import REJECTION_CODE, SoakCounter
 
 from .ledger import APPLY, FAIL, REJECT, Ledger, Sent
@@ -37,37 +42,53 @@ def violations(ledger: Ledger, *, workers_stopped: bool = True) -> list[str]:
     """Every violated invariant, one line each (empty when the run kept every promise).
     ``workers_stopped``: no worker may still be registered as running."""
     found: dict[str, list[str]] = {}
+    sharded = is_sharded()
+    for alias in databases():
 
-    def report(check: str, line: str) -> None:
-        found.setdefault(check, []).append(line)
+        def report(check: str, line: str, alias: str = alias) -> None:
+            found.setdefault(check, []).append(f"[{alias}] {line}" if sharded else line)
 
-    actor_type = SoakCounter.actor_type
-    instances = {
-        row["actor_id"]: row
-        for row in Instance.objects.filter(actor_type=actor_type).values(
-            "id", "actor_id", "state", "state_revision", "activation_owner_id"
-        )
-    }
-    messages = {
-        row["id"]: row
-        for row in Message.objects.filter(actor_type=actor_type).values(
-            "id", "result", "rejection", "completed_at", "rejected_at", "attempt_count"
-        )
-    }
-    for actor_id, sent in ledger.by_actor.items():
-        if sent:
-            _check_actor(actor_id, sent, instances.get(actor_id), messages, report)
-    enqueued = {sent.message_id for sent in ledger.all()}
-    for message_id in sorted(set(messages) - enqueued):
-        report("unexpected message", f"message id {message_id} was never enqueued by the soak")
-    _check_dead_letters(ledger, report)
-    _check_leftovers(report, workers_stopped)
+        _check_database(ledger, alias, report, workers_stopped)
     lines = []
     for check, entries in found.items():
         lines.extend(f"{check}: {entry}" for entry in entries[:MAX_LINES_PER_CHECK])
         if len(entries) > MAX_LINES_PER_CHECK:
             lines.append(f"{check}: ... {len(entries) - MAX_LINES_PER_CHECK} more")
     return lines
+
+
+def _check_database(ledger: Ledger, alias: str, report: Any, workers_stopped: bool) -> None:
+    actor_type = SoakCounter.actor_type
+
+    def here(actor_id: str) -> bool:
+        return database_for(actor_type, actor_id) == alias
+
+    instances = {
+        row["actor_id"]: row
+        for row in Instance.objects.using(alias)
+        .filter(actor_type=actor_type)
+        .values("id", "actor_id", "state", "state_revision", "activation_owner_id")
+    }
+    for actor_id in sorted(actor_id for actor_id in instances if not here(actor_id)):
+        report("shard", f"{actor_id} has an instance row on {alias!r}, not its shard")
+    messages = {
+        row["id"]: row
+        for row in Message.objects.using(alias)
+        .filter(actor_type=actor_type)
+        .values("id", "result", "rejection", "completed_at", "rejected_at", "attempt_count")
+    }
+    mine = {actor_id: sent for actor_id, sent in ledger.by_actor.items() if here(actor_id)}
+    for actor_id, sent in mine.items():
+        if sent:
+            _check_actor(actor_id, sent, instances.get(actor_id), messages, report)
+    enqueued = {item.message_id for sent in mine.values() for item in sent}
+    for message_id in sorted(set(messages) - enqueued):
+        report("unexpected message", f"message id {message_id} was never enqueued by the soak")
+    failing = {
+        item.message_id: item for sent in mine.values() for item in sent if item.kind == FAIL
+    }
+    _check_dead_letters(alias, failing, report)
+    _check_leftovers(alias, report, workers_stopped)
 
 
 def _check_actor(
@@ -155,14 +176,13 @@ def _difference(actor_id: str, seen: list[Any], applied: list[Sent], sent: list[
     return f"{actor_id}: " + "; ".join(parts)
 
 
-def _check_dead_letters(ledger: Ledger, report: Any) -> None:
+def _check_dead_letters(alias: str, failing: dict[int, Sent], report: Any) -> None:
     rows = list(
-        DeadLetter.objects.filter(actor_type=SoakCounter.actor_type).values_list(
-            "message_id", "exception_class"
-        )
+        DeadLetter.objects.using(alias)
+        .filter(actor_type=SoakCounter.actor_type)
+        .values_list("message_id", "exception_class")
     )
     counts = Counter(message_id for message_id, _ in rows)
-    failing = {item.message_id: item for item in ledger.of_kind(FAIL)}
     for message_id, count in sorted(counts.items()):
         if count > 1:
             report("dead letters", f"message {message_id} has {count} dead letters")
@@ -182,13 +202,16 @@ def _check_dead_letters(ledger: Ledger, report: Any) -> None:
             report("dead letters", f"{item.actor_id} n={item.n} (message {message_id}) has none")
 
 
-def _check_leftovers(report: Any, workers_stopped: bool) -> None:
+def _check_leftovers(alias: str, report: Any, workers_stopped: bool) -> None:
     for table, model in (("ready", ReadyMessage), ("claimed", ClaimedMessage)):
-        ids = list(model.objects.order_by("message_id").values_list("message_id", flat=True))
+        rows = model.objects.using(alias).order_by("message_id")
+        ids = list(rows.values_list("message_id", flat=True))
         if ids:
             report("mailbox", f"{len(ids)} {table} row(s) left: messages {_first(ids)}")
-    leases = Instance.objects.filter(activation_owner__isnull=False).exclude(
-        activation_owner__shutdown_state=ProcessRow.ShutdownState.RUNNING
+    leases = (
+        Instance.objects.using(alias)
+        .filter(activation_owner__isnull=False)
+        .exclude(activation_owner__shutdown_state=ProcessRow.ShutdownState.RUNNING)
     )
     for row in leases.values("actor_id", "activation_owner_id", "activation_owner__pid"):
         report(
@@ -196,12 +219,16 @@ def _check_leftovers(report: Any, workers_stopped: bool) -> None:
             f"{row['actor_id']} is leased by process {row['activation_owner_id']} "
             f"(pid {row['activation_owner__pid']}), which is not running",
         )
-    orphans = Instance.objects.filter(activation_owner__isnull=True, activation_token__isnull=False)
+    orphans = Instance.objects.using(alias).filter(
+        activation_owner__isnull=True, activation_token__isnull=False
+    )
     for actor_id in orphans.values_list("actor_id", flat=True):
         report("leases", f"{actor_id} has an activation token but no owner")
     if workers_stopped:
-        running = ProcessRow.objects.filter(kind="worker").exclude(
-            shutdown_state=ProcessRow.ShutdownState.STOPPED
+        running = (
+            ProcessRow.objects.using(alias)
+            .filter(kind="worker")
+            .exclude(shutdown_state=ProcessRow.ShutdownState.STOPPED)
         )
         for row in running.values("id", "pid", "shutdown_state"):
             report(

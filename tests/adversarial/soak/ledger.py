@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from django.db import OperationalError, transaction
 
+from solid_objects.shards import database_for, is_sharded
 from tests.testapp.actors.soak import SoakCounter
 
 APPLY, REJECT, FAIL = "apply", "reject", "fail"
@@ -73,12 +74,24 @@ class Ledger:
     def enqueue(self, actor_ids: Sequence[str]) -> list[Sent]:
         """Enqueue one message per entry in one transaction. The batch is ordered by actor
         (stable, so each actor's messages keep their order): instance rows are then locked
-        in one order by every batch."""
+        in one order by every batch. With shards, one transaction per shard, one after the
+        other (a transaction never spans two databases)."""
         targets = sorted(actor_ids, key=self._rank.__getitem__)
+        if not is_sharded():
+            return self._enqueue_batch(targets, None)
+        by_alias: dict[str, list[str]] = {}
+        for actor_id in targets:
+            by_alias.setdefault(database_for(SoakCounter.actor_type, actor_id), []).append(actor_id)
+        sent = []
+        for alias, group in by_alias.items():
+            sent.extend(self._enqueue_batch(group, alias))
+        return sent
+
+    def _enqueue_batch(self, targets: Sequence[str], using: str | None) -> list[Sent]:
         first = self._next_n
         for attempt in range(1, BATCH_ATTEMPTS + 1):
             try:
-                sent = self._enqueue_once(targets, first)
+                sent = self._enqueue_once(targets, first, using)
             except OperationalError as exc:
                 self.refused_batches += 1
                 if len(self.refusals) < 5:
@@ -93,9 +106,9 @@ class Ledger:
         raise AssertionError("unreachable")
 
     @staticmethod
-    def _enqueue_once(targets: Sequence[str], first: int) -> list[Sent]:
+    def _enqueue_once(targets: Sequence[str], first: int, using: str | None) -> list[Sent]:
         sent = []
-        with transaction.atomic():
+        with transaction.atomic(using=using):
             for offset, actor_id in enumerate(targets):
                 n = first + offset
                 kind = kind_of(n)

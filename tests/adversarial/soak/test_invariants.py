@@ -179,3 +179,36 @@ def test_each_broken_promise_is_reported(ledger: Ledger, name: str) -> None:
     found = violations(ledger)
 
     assert any(expected in line for line in found), found
+
+
+SHARDS = ["default", "shard_b"]
+
+
+@pytest.mark.django_db(transaction=True, databases=SHARDS)
+def test_with_shards_each_shard_is_checked_for_its_own_actors(solid_settings: Any) -> None:
+    """Ids are numbered per database: the checks read each shard for the actors it holds,
+    name the shard in each line, and report an actor found on a shard not its own."""
+    from solid_objects.shards import database_for
+    from solid_objects.testing import drain as drain_every_shard
+
+    solid_settings(DATABASES=SHARDS)
+    sent = Ledger(12, random.Random(5), first_n=90)
+    sent.every_actor_once()
+    sent.random_messages(30)
+    drain_every_shard()
+    homes = {database_for(SoakCounter.actor_type, actor_id) for actor_id in sent.actor_ids}
+    assert homes == set(SHARDS)
+    assert violations(sent) == []
+
+    on_b = next(a for a in sent.actor_ids if database_for(SoakCounter.actor_type, a) == "shard_b")
+    Instance.objects.using("shard_b").filter(actor_id=on_b).update(state={"seen": []})
+    found = violations(sent)
+    assert any(
+        line.startswith("applied exactly once, in order: [shard_b] " + on_b) for line in found
+    )
+    assert not any("[default]" in line for line in found), found
+
+    Instance.objects.using("default").create(
+        actor_type=SoakCounter.actor_type, actor_id=on_b, state={}, created_at=timezone.now()
+    )
+    assert any(f"{on_b} has an instance row on 'default'" in line for line in violations(sent))

@@ -17,13 +17,25 @@ import pytest
 
 from tests.support.processes import Commands
 
-from .harness import MAX_ATTEMPTS, MODES, Mode, Soak, merge_report, soak_seconds, soak_seed, summary
+from .harness import (
+    MAX_ATTEMPTS,
+    MODES,
+    SHARDED_MODES,
+    SHARDS,
+    Mode,
+    Soak,
+    merge_report,
+    soak_seconds,
+    soak_seed,
+    summary,
+)
 
-pytestmark = [pytest.mark.soak, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.soak, pytest.mark.slow]
 #: With this many kills, every recovery path must have been taken at least once.
 KILLS_TO_EXERCISE_RECOVERY = 10
 
 
+@pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("mode", MODES, ids=[mode.name for mode in MODES])
 def test_sigkilled_workers_apply_every_message_exactly_once_in_order(
     mode: Mode,
@@ -34,6 +46,34 @@ def test_sigkilled_workers_apply_every_message_exactly_once_in_order(
     record_property: Any,
 ) -> None:
     solid_settings(MAX_ATTEMPTS=MAX_ATTEMPTS)  # stored on each message at enqueue
+    soak(mode, commands, vendor, capsys, record_property)
+
+
+@pytest.mark.django_db(transaction=True, databases=list(SHARDS))
+@pytest.mark.parametrize("mode", SHARDED_MODES, ids=[mode.name for mode in SHARDED_MODES])
+def test_sigkilled_workers_serving_two_shards_apply_every_message_exactly_once_on_each(
+    mode: Mode,
+    commands: Commands,
+    vendor: str,
+    solid_settings: Any,
+    capsys: pytest.CaptureFixture[str],
+    record_property: Any,
+) -> None:
+    """Actors on ``default`` and ``shard_b``; every worker serves both shards (one
+    supervisor each), is SIGKILLed as in the other modes, and the same invariants hold on
+    each shard."""
+    solid_settings(MAX_ATTEMPTS=MAX_ATTEMPTS, DATABASES=list(SHARDS))
+    figures = soak(mode, commands, vendor, capsys, record_property)
+    assert figures["shards"] == list(SHARDS)
+
+
+def soak(
+    mode: Mode,
+    commands: Commands,
+    vendor: str,
+    capsys: pytest.CaptureFixture[str],
+    record_property: Any,
+) -> dict[str, Any]:
     seed = soak_seed()
     with capsys.disabled():
         print(f"\nsoak {vendor}/{mode.name}: seed {seed} (replay with SOLID_SOAK_SEED={seed})")
@@ -55,3 +95,4 @@ def test_sigkilled_workers_apply_every_message_exactly_once_in_order(
         assert figures["messages_rerun"] > 0, summary(figures)
         assert figures["stale_claims_recovered"] > 0, summary(figures)
         assert figures["dead_processes_cleaned"] > 0, summary(figures)
+    return figures
