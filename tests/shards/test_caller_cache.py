@@ -10,7 +10,7 @@ from solid_objects.models import Instance
 from tests.testapp.actors.core import Counter
 
 SHARDS = ["default", "shard_b"]
-pytestmark = pytest.mark.django_db(transaction=True, databases=SHARDS)
+pytestmark = pytest.mark.django_db(transaction=True, reset_sequences=True, databases=SHARDS)
 
 
 def test_sync_calls_to_actors_with_the_same_instance_id_on_two_shards(solid_settings):
