@@ -13,7 +13,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -96,6 +96,7 @@ class Commands:
         *args: str,
         settings: Mapping[str, Any] | None = None,
         log_level: str | None = None,
+        prefix: Sequence[str] = (),
     ) -> Process:
         """Start ``tests/manage.py command *args`` with ``SOLID_OBJECTS`` overrides."""
         return self.start_program(
@@ -103,6 +104,7 @@ class Commands:
             name=command,
             settings=settings,
             log_level=log_level,
+            prefix=prefix,
         )
 
     def start_program(
@@ -112,13 +114,16 @@ class Commands:
         settings: Mapping[str, Any] | None = None,
         log_level: str | None = None,
         stdin: int | None = None,
+        prefix: Sequence[str] = (),
     ) -> Process:
         """Start ``python *argv`` from the repository root in its own session (signals sent
-        to the test run do not reach it), its output in ``<name>-<n>.log``."""
+        to the test run do not reach it), its output in ``<name>-<n>.log``. ``prefix`` runs
+        it through a wrapper that ends by exec'ing it (``ip netns exec NAME``: the pid is
+        the program's)."""
         log = self.directory / f"{name}-{len(self.procs)}.log"
         with log.open("wb") as out:
             proc = subprocess.Popen(
-                [sys.executable, *argv],
+                [*prefix, sys.executable, *argv],
                 cwd=REPO_ROOT,
                 env=self.environment(settings, log_level),
                 stdin=stdin,

@@ -63,18 +63,24 @@ PLAN: dict[str, Any] = {
 SCHEDULE = ("fast", "immediate", "fast", "immediate", "fast", "immediate")
 
 
-def on_server(server: PrivateServer) -> dict[str, str]:
-    """What the suite's children need besides the usual environment to use the server."""
-    return {"DATABASE_URL": server.url(DATABASE), "DJANGO_SETTINGS_MODULE": "tests.settings"}
+def on_server(
+    server: PrivateServer, database: str = DATABASE, host: str | None = None
+) -> dict[str, str]:
+    """What the suite's children need besides the usual environment to use ``database`` of
+    the server (through ``host``, one of its addresses)."""
+    return {
+        "DATABASE_URL": server.url(database, host),
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+    }
 
 
-def migrate(server: PrivateServer) -> None:
-    """Create the database and migrate the project's schema into it."""
-    server.create_database(DATABASE)
+def migrate(server: PrivateServer, database: str = DATABASE) -> None:
+    """Create ``database`` and migrate the project's schema into it."""
+    server.create_database(database)
     done = subprocess.run(
         [sys.executable, "tests/manage.py", "migrate", "--noinput", "-v", "0"],
         cwd=REPO_ROOT,
-        env=processes.environment(DATABASE, SETTINGS, "INFO", on_server(server)),
+        env=processes.environment(database, SETTINGS, "INFO", on_server(server, database)),
         capture_output=True,
         text=True,
         timeout=300,

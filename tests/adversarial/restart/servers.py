@@ -1,7 +1,9 @@
 """Private database servers for the restart tests: a PostgreSQL cluster (``initdb`` /
 ``pg_ctl``) or a MariaDB server (``mariadb-install-db`` / ``mariadbd``) in a temporary folder,
 on a free port of 127.0.0.1, that the test may stop and start at will. Never the machine's
-own services.
+own services. A test may make it listen on more addresses of this machine (:attr:`addresses`,
+e.g. the root-side ends of the partition test's veth pairs) and pass it server settings
+(:attr:`settings`).
 
 PostgreSQL refuses to run as root: when the tests run as root its commands run as the
 ``postgres`` OS user (``runuser``) in a folder that user owns; as any other user they run as
@@ -66,10 +68,17 @@ class PrivateServer:
     #: Django's vendor name (the ``db_vendor`` marker).
     django_vendor = ""
 
-    def __init__(self) -> None:
+    def __init__(
+        self, addresses: tuple[str, ...] = ("127.0.0.1",), settings: dict[str, str] | None = None
+    ) -> None:
         self.port = free_port()
         self.root = Path(tempfile.mkdtemp(prefix=f"solid-restart-{self.vendor}-"))
         self.running = False
+        #: The addresses the server listens on; the test's own connections use the first.
+        self.addresses = addresses
+        #: Server settings beyond the defaults (PostgreSQL ``-c name=value``, MariaDB
+        #: ``--name=value``).
+        self.settings = dict(settings or {})
 
     # -- life cycle (subclasses) -------------------------------------------------------------
     def install(self) -> None:
@@ -92,7 +101,9 @@ class PrivateServer:
         """A raw DB-API connection (autocommit) to ``database``."""
         raise NotImplementedError
 
-    def url(self, database: str) -> str:
+    def url(self, database: str, host: str | None = None) -> str:
+        """A django-environ URL of ``database``, through ``host`` (one of :attr:`addresses`;
+        by default the first)."""
         raise NotImplementedError
 
     def create_database(self, name: str) -> None:
@@ -129,8 +140,15 @@ class PrivatePostgres(PrivateServer):
     vendor = "postgresql"
     django_vendor = "postgresql"
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(
+        self,
+        addresses: tuple[str, ...] = ("127.0.0.1",),
+        settings: dict[str, str] | None = None,
+        clients: tuple[str, ...] = (),
+    ) -> None:
+        super().__init__(addresses, settings)
+        #: Networks (CIDR) besides loopback whose clients may connect (trusted, no password).
+        self.clients = clients
         self.bindir = postgres_bindir()
         self.data = self.root / "data"
         self.log = self.root / "server.log"
@@ -159,12 +177,18 @@ class PrivatePostgres(PrivateServer):
             ),
             "initdb",
         )
+        if self.clients:
+            with (self.data / "pg_hba.conf").open("a") as hba:
+                for network in self.clients:
+                    hba.write(f"host all all {network} trust\n")
 
     def start(self) -> None:
         options = (
-            f"-p {self.port} -c listen_addresses=127.0.0.1 "
+            f"-p {self.port} -c listen_addresses={','.join(self.addresses)} "
             f"-c unix_socket_directories={self.root} -c fsync=off -c max_connections=80"
         )
+        for name, value in self.settings.items():
+            options += f" -c {name}={value}"
         _run(
             self._command(
                 "pg_ctl",
@@ -217,7 +241,7 @@ class PrivatePostgres(PrivateServer):
         import psycopg
 
         return psycopg.connect(
-            host="127.0.0.1",
+            host=self.addresses[0],
             port=self.port,
             user="postgres",
             dbname=database,
@@ -225,8 +249,8 @@ class PrivatePostgres(PrivateServer):
             connect_timeout=2,
         )
 
-    def url(self, database: str) -> str:
-        return f"postgres://postgres@127.0.0.1:{self.port}/{database}"
+    def url(self, database: str, host: str | None = None) -> str:
+        return f"postgres://postgres@{host or self.addresses[0]}:{self.port}/{database}"
 
     def create_database(self, name: str) -> None:
         connection = self.connect("postgres")
@@ -259,8 +283,10 @@ class PrivateMariaDB(PrivateServer):
     vendor = "mariadb"
     django_vendor = "mysql"
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(
+        self, addresses: tuple[str, ...] = ("127.0.0.1",), settings: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(addresses, settings)
         self.mariadbd = _binary("mariadbd", "/usr/sbin/mariadbd", "mysqld", "/usr/sbin/mysqld")
         self.install_db = _binary("mariadb-install-db", "mysql_install_db")
         self.data = self.root / "data"
@@ -289,7 +315,7 @@ class PrivateMariaDB(PrivateServer):
             f"--datadir={self.data}",
             f"--socket={self.socket}",
             f"--port={self.port}",
-            "--bind-address=127.0.0.1",
+            f"--bind-address={','.join(self.addresses)}",
             f"--pid-file={self.root / 'mysqld.pid'}",
             f"--log-error={self.log}",
             f"--user={self.user}",
@@ -300,6 +326,7 @@ class PrivateMariaDB(PrivateServer):
             "--character-set-server=utf8mb4",
             "--collation-server=utf8mb4_unicode_ci",
             "--max-connections=200",
+            *(f"--{name}={value}" for name, value in self.settings.items()),
         ]
         self.process = subprocess.Popen(
             command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
@@ -337,7 +364,7 @@ class PrivateMariaDB(PrivateServer):
         import MySQLdb
 
         connection = MySQLdb.connect(
-            host="127.0.0.1",
+            host=self.addresses[0],
             port=self.port,
             user="root",
             database=database,
@@ -347,8 +374,8 @@ class PrivateMariaDB(PrivateServer):
         connection.autocommit(True)
         return connection
 
-    def url(self, database: str) -> str:
-        return f"mysql://root@127.0.0.1:{self.port}/{database}"
+    def url(self, database: str, host: str | None = None) -> str:
+        return f"mysql://root@{host or self.addresses[0]}:{self.port}/{database}"
 
     def create_database(self, name: str) -> None:
         connection = self.connect("mysql")
