@@ -46,7 +46,7 @@ endif
 help:
 	@echo "make demo    run the example shop (web server + workers) on http://$(DEMO_HOST):$(DEMO_PORT)/"
 	@echo "make test    the test suite on SQLite and on every URL in DATABASE_URLS"
-	@echo "make test-adversarial  the SIGKILL soak and database-restart suites (same URLs)"
+	@echo "make test-adversarial  the SIGKILL soak, database-restart and partition suites (same URLs)"
 	@echo "make test-browser  the live-pages tests in headless Chromium (same URLs)"
 	@echo "make lint    ruff check + ruff format --check"
 	@echo "make typecheck  mypy --strict with django-stubs on solid_objects and tilttek_activity"
@@ -81,14 +81,18 @@ $(STAMP): pyproject.toml | $(PY)
 # mysqlclient has no Linux wheels: it compiles against libmariadb found through pkg-config.
 # The test targets ask for two tools (NEED_TEST_TOOLS=1): spin model-checks the protocol
 # (tests/model), and pgbouncer stands in front of PostgreSQL in transaction-pooling mode
-# (tests/pooling; Debian installs it in /usr/sbin, off some users' PATH).
+# (tests/pooling; Debian installs it in /usr/sbin, off some users' PATH). The partition test
+# puts workers in network namespaces with iproute2's `ip` (NEED_NETNS=1).
 NEED_TEST_TOOLS ?=
-SYSTEM_PACKAGES := libmariadb-dev pkg-config $(if $(NEED_TEST_TOOLS),spin pgbouncer)
+NEED_NETNS ?=
+SYSTEM_PACKAGES := libmariadb-dev pkg-config $(if $(NEED_TEST_TOOLS),spin pgbouncer) \
+	$(if $(NEED_NETNS),iproute2)
 sysdeps:
 	@need=""; \
 	if [ -n "$(NEED_TEST_TOOLS)" ] && ! command -v spin >/dev/null 2>&1; then need=1; fi; \
 	if [ -n "$(NEED_TEST_TOOLS)" ] && ! command -v pgbouncer >/dev/null 2>&1 && \
 	   [ ! -x /usr/sbin/pgbouncer ]; then need=1; fi; \
+	if [ -n "$(NEED_NETNS)" ] && ! command -v ip >/dev/null 2>&1; then need=1; fi; \
 	case ",$(EXTRAS)," in *,mysql,*) \
 	  if ! { [ -x "$(PY)" ] && $(PY) -c 'import MySQLdb' >/dev/null 2>&1; } && \
 	     ! { command -v pkg-config >/dev/null 2>&1 && \
@@ -112,11 +116,12 @@ test: $(STAMP)
 	@$(MAKE) sysdeps NEED_TEST_TOOLS=1
 	@.ci/test-matrix $(PY)
 
-# The slow adversarial suites (SIGKILL soak, private database servers restarted under load),
-# deselected from `make test`; one run after another by default (they load both cores).
-ADVERSARIAL_MARKERS ?= soak or restart
+# The slow adversarial suites (SIGKILL soak, private database servers restarted under load, a
+# worker's network link cut mid-turn), deselected from `make test`; one run after another by
+# default (they load both cores). The partition test needs root (network namespaces).
+ADVERSARIAL_MARKERS ?= soak or restart or partition
 test-adversarial: $(STAMP)
-	@$(MAKE) sysdeps NEED_TEST_TOOLS=1
+	@$(MAKE) sysdeps NEED_TEST_TOOLS=1 NEED_NETNS=1
 	@PYTEST_ARGS="-m '$(ADVERSARIAL_MARKERS)' $(PYTEST_ARGS)" TEST_PARALLEL=$${ADVERSARIAL_PARALLEL:-0} \
 	  .ci/test-matrix $(PY)
 

@@ -1,7 +1,8 @@
 """Print the adversarial suites' figures compactly: python3 .ci/figures.py REPORT_DIR.
 
 Reads the JSON reports the suites write when SOLID_REPORT_DIR is set (.ci/test-matrix):
-soak-*.json, restart-*.json, model-*.json and hypothesis-*.json; scalar figures only.
+soak-*.json, restart-*.json, partition-*.json, model-*.json and hypothesis-*.json; scalar
+figures only.
 """
 
 from __future__ import annotations
