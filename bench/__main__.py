@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
         default="",
         help="comma-separated measures: "
         "raw,enqueue,processing,sustained,sync,callers,defaults,full,wakeup,state,idle,journal,"
-        "tasks; and "
+        "tasks,shards; and "
         "memory "
         "(worker RSS over --memory-turns turns: minutes, never in a default run)",
     )

@@ -1090,6 +1090,12 @@ GROUP_BASELINES: dict[str, tuple[str, ...]] = {
 }
 
 
+def _shard_rates(p: Params) -> list[Result]:
+    from bench.shards import shard_rates
+
+    return shard_rates(p)
+
+
 def run_group(name: str, p: Params) -> list[Result]:
     return bracketed(lambda: MEASURES[name](p), GROUP_BASELINES.get(name, ()))
 
@@ -1109,6 +1115,7 @@ MEASURES: dict[str, Callable[[Params], list[Result]]] = {
     "defaults": django_defaults,
     "full": sqlite_full,
     "tasks": task_rates,
+    "shards": _shard_rates,
 }
-#: Measures left out of a default run (they take minutes): ``--only memory`` runs them.
-OPT_IN = {"memory"}
+#: Measures left out of a default run (minutes, or a second database): ``--only NAME``.
+OPT_IN = {"memory", "shards"}

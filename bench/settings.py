@@ -47,6 +47,16 @@ elif _db["ENGINE"].endswith("postgresql") and not os.environ.get("BENCH_CLIENT_B
 elif _db["ENGINE"].endswith("mysql"):
     _db.setdefault("OPTIONS", {}).update({"charset": "utf8mb4"})
 
+# A second database of the same server (or a second SQLite file) for ``--only shards``
+# (bench/shards.py); the other measures never touch it.
+_second = {**_db, "OPTIONS": dict(_db.get("OPTIONS") or {})}
+if _db["ENGINE"].endswith("sqlite3"):
+    _second["NAME"] = str(BASE_DIR / ".bench_b.sqlite3")
+else:
+    _second["NAME"] = f"{_db['NAME']}_b"
+DATABASES["bench_b"] = _second
+DATABASE_ROUTERS = ["solid_objects.routers.SolidObjectsRouter"]
+
 SOLID_OBJECTS = {"PROCESS_HEARTBEAT_INTERVAL": 2.0, "PROCESS_ALIVE_THRESHOLD": 10.0}
 SOLID_OBJECTS.update(json.loads(os.environ.get("BENCH_SOLID_OBJECTS", "{}")))
 TILTTEK_ACTIVITY: dict[str, object] = {}
