@@ -25,11 +25,13 @@ __all__ = [
     "InvalidArguments",
     "InvalidPayload",
     "InvalidRejectionCode",
+    "InvalidReshard",
     "LostActivation",
     "MailboxFull",
     "MessageFailed",
     "PayloadTooLarge",
     "Rejected",
+    "ReshardRequired",
     "SolidObjectsError",
     "StateMigrationError",
     "SyncInsideTransaction",
@@ -119,6 +121,17 @@ class CrossShardTransaction(SolidObjectsError):
         self.alias = alias
         self.caller_alias = caller_alias
         super().__init__(message)
+
+
+class ReshardRequired(SolidObjectsError):
+    """``SOLID_OBJECTS["DATABASES"]`` differs from the shard list the databases last agreed
+    with, so some actors may live on a database that is no longer their home: workers
+    refuse to start until ``manage.py solid_objects_reshard --execute`` has moved them."""
+
+
+class InvalidReshard(SolidObjectsError, ValueError):
+    """A ``solid_objects_reshard`` request that cannot run (an unknown ``--from`` alias, an
+    alias that is still a shard); nothing was read or written."""
 
 
 class IdempotencyConflict(SolidObjectsError):

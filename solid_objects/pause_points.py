@@ -31,6 +31,13 @@ The points, in protocol order (docs/protocol.md explains each step):
     cleanup released every instance, before it marks the processes stopped.
 ``renew.before``
     a worker is about to renew the leases of its turns in flight.
+``reshard.before_copy``
+    ``solid_objects_reshard`` locked an actor on its old database and read its rows, before
+    it copies them to the new one.
+``reshard.copied``
+    the copy committed on the new database; the old one still holds the actor (locked).
+``reshard.deleted``
+    the old database deleted the actor, before that transaction commits.
 """
 
 from __future__ import annotations
@@ -48,6 +55,9 @@ POINTS = frozenset(
         "cleanup.before_instance",
         "cleanup.before_mark_stopped",
         "renew.before",
+        "reshard.before_copy",
+        "reshard.copied",
+        "reshard.deleted",
     }
 )
 

@@ -34,6 +34,7 @@ SOLID_OBJECTS_DELETE_ORDER = (
     "instances",
     "processes",
     "rate_limits",
+    "shard_agreement",
 )
 
 

@@ -1,4 +1,4 @@
-"""The ten tables of ``solid_objects`` (see ``docs/database-schema.md``)."""
+"""The eleven tables of ``solid_objects`` (see ``docs/database-schema.md``)."""
 
 from .instances import Instance, InstanceQuerySet
 from .messages import ClaimedMessage, DeadLetter, DeadLetterQuerySet, Message, ReadyMessage
@@ -6,6 +6,7 @@ from .outbox import ACTOR_MESSAGE_EFFECT, TRANSMIT_EFFECT, Broadcast, Effect, Ef
 from .processes import Process
 from .rate_limits import RateLimit
 from .reminders import Reminder
+from .shards import ShardAgreement
 
 __all__ = [
     "ACTOR_MESSAGE_EFFECT",
@@ -23,4 +24,5 @@ __all__ = [
     "RateLimit",
     "ReadyMessage",
     "Reminder",
+    "ShardAgreement",
 ]

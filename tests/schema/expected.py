@@ -97,6 +97,17 @@ SCHEMA: dict[str, Table] = {
         checks=frozenset(),
         foreign_keys={},
     ),
+    "shard_agreement": Table(
+        columns={
+            "id": AUTO_ID,
+            "fingerprint": string(64),
+            "shards": JSON,
+            "agreed_at": DATETIME,
+        },
+        indexes={},
+        checks=frozenset(),
+        foreign_keys={},
+    ),
     "instances": Table(
         columns={
             "id": AUTO_ID,

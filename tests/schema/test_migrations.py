@@ -185,6 +185,7 @@ def test_orphan_rows_stop_the_delete_rules_without_leaving_half_of_them(tmp_path
             "0004_effect_handled_status",
             "0005_rate_limits",
             "0006_reminder_cron",
+            "0007_shard_agreement",
         ]
 
 

@@ -4,6 +4,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from solid_objects import shard_agreement
+
 
 class Command(BaseCommand):
     help = "Run actor turns (and, with --all-roles, the effect, reminder and broadcast roles)."
@@ -60,6 +62,7 @@ class Command(BaseCommand):
         reload: bool | None,
         **options: Any,
     ) -> None:
+        shard_agreement.refuse_to_start()  # PRODUCT §A18: not while actors must move
         from django.conf import settings
 
         from solid_objects.runtime import reloading

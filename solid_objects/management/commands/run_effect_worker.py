@@ -4,6 +4,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from solid_objects import shard_agreement
+
 
 class Command(BaseCommand):
     help = "Run the effect outbox: effect handlers and actor-to-actor messages."
@@ -19,6 +21,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, threads: int, database: str | None, **options: Any) -> None:
+        shard_agreement.refuse_to_start()  # PRODUCT §A18: not while actors must move
         from solid_objects.outbox.effects import EffectRole
         from solid_objects.runtime.launch import role_workers
         from solid_objects.runtime.shard_group import NotAShard

@@ -4,6 +4,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from solid_objects import shard_agreement
+
 
 class Command(BaseCommand):
     help = "Run the reminder scheduler: due reminders become mailbox messages."
@@ -16,6 +18,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, database: str | None, **options: Any) -> None:
+        shard_agreement.refuse_to_start()  # PRODUCT §A18: not while actors must move
         from solid_objects.reminders import ReminderRole
         from solid_objects.runtime.launch import role_workers
         from solid_objects.runtime.shard_group import NotAShard
