@@ -543,11 +543,9 @@ def enqueue_many(
             if outer or not _is_deadlock(exc) or attempt == 4:
                 raise
             time.sleep(0.005 * (attempt + 1))
-    for item, enqueued in zip(items, written, strict=True):
-        if enqueued.created:
-            transaction.on_commit(
-                functools.partial(_enqueued, item.spec, item.actor_id, enqueued), using=alias
-            )
+    created = [enqueued for enqueued in written if enqueued.created]
+    if created:
+        transaction.on_commit(functools.partial(_enqueued_many, created), using=alias)
     return written
 
 
@@ -700,6 +698,22 @@ def _enqueued(spec: ActorSpec, actor_id: str, enqueued: Enqueued) -> None:
         message_id=enqueued.message_id,
         sequence=enqueued.sequence,
     )
+
+
+def _enqueued_many(batch: list[Enqueued]) -> None:
+    """:func:`_enqueued` for a batch: the workers are woken once, a signal per message."""
+    notify_local("work")
+    from .runtime.wakeup.hints import publish_work
+
+    publish_work()
+    for enqueued in batch:
+        signals.send(
+            signals.message_enqueued,
+            actor_type=enqueued.actor_type,
+            actor_id=enqueued.actor_id,
+            message_id=enqueued.message_id,
+            sequence=enqueued.sequence,
+        )
 
 
 def _is_deadlock(exc: BaseException) -> bool:

@@ -10,6 +10,7 @@ serialises the creation of a new one with a named lock (see :func:`allocate_sequ
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from datetime import datetime
 from typing import Any
@@ -313,7 +314,8 @@ def find_message_by_key(
 #: order and take ``n`` sequences each, unless that would overfill the mailbox (the
 #: ``WHERE`` of the conflict update: no row comes back, so none of its messages is
 #: inserted); the messages take their sequences from the instance rows returned, and their
-#: ready memberships follow. Every list is an array parameter, so the text never changes.
+#: ready memberships follow. The actors are array parameters, the messages one JSON array
+#: of arrays (their arguments embedded as they are), so the text never changes.
 APPEND_POSTGRESQL = (
     "WITH a AS (SELECT * FROM unnest(%(types)s::text[], %(ids)s::text[], %(versions)s::int[], "
     "%(counts)s::bigint[]) AS a(actor_type, actor_id, state_version, n)), "
@@ -332,14 +334,14 @@ APPEND_POSTGRESQL = (
     "m AS (INSERT INTO {t_messages} (instance_id, actor_type, actor_id, operation, "
     "delivery_mode, arguments, sequence, attempt_count, max_attempts, request_id, "
     "idempotency_key, enqueued_at, available_at, created_at, updated_at) "
-    "SELECT i.id, x.actor_type, x.actor_id, x.operation, x.delivery_mode, x.arguments::jsonb, "
+    "SELECT i.id, x.actor_type, x.actor_id, x.operation, x.delivery_mode, x.arguments, "
     "i.next_message_sequence - x.back, 0, x.max_attempts, x.request_id, x.idempotency_key, "
     "{now}, COALESCE(x.available_at, {now}), {now}, {now} "
-    "FROM unnest(%(m_types)s::text[], %(m_ids)s::text[], %(operations)s::text[], "
-    "%(modes)s::text[], %(arguments)s::text[], %(backs)s::bigint[], %(max_attempts)s::int[], "
-    "%(request_ids)s::text[], %(keys)s::text[], %(available_at)s::timestamptz[]) "
-    "AS x(actor_type, actor_id, operation, delivery_mode, arguments, back, max_attempts, "
-    "request_id, idempotency_key, available_at) "
+    "FROM (SELECT e->>0 AS actor_type, e->>1 AS actor_id, e->>2 AS operation, "
+    "e->>3 AS delivery_mode, e->4 AS arguments, (e->>5)::bigint AS back, "
+    "(e->>6)::int AS max_attempts, e->>7 AS request_id, e->>8 AS idempotency_key, "
+    "(e->>9)::timestamptz AS available_at "
+    "FROM jsonb_array_elements(%(messages)s::jsonb) AS e) AS x "
     "JOIN i ON i.actor_type = x.actor_type AND i.actor_id = x.actor_id "
     "RETURNING id, instance_id, sequence, available_at, request_id), "
     "r AS (INSERT INTO {t_ready} (message_id, instance_id, sequence, available_at, created_at) "
@@ -457,16 +459,7 @@ def append_messages_postgresql(
         "versions": [version for version, _ in actors.values()],
         "counts": [count for _, count in actors.values()],
         "cap": cap,
-        "m_types": [m.actor_type for m in messages],
-        "m_ids": [m.actor_id for m in messages],
-        "operations": [m.operation for m in messages],
-        "modes": [m.delivery_mode for m in messages],
-        "arguments": [m.arguments for m in messages],
-        "backs": _backs(messages, actors),
-        "max_attempts": [m.max_attempts for m in messages],
-        "request_ids": [m.request_id for m in messages],
-        "keys": [m.idempotency_key for m in messages],
-        "available_at": [m.available_at for m in messages],
+        "messages": _messages_json(messages, _backs(messages, actors)),
     }
     notify = ""
     if notify_channel is not None:
@@ -481,6 +474,23 @@ def append_messages_postgresql(
             return MailboxFullAt(message.actor_type, message.actor_id)
         appended.append((int(row[0]), int(row[1]), int(row[2])))
     return appended
+
+
+def _messages_json(messages: list[NewMessage], backs: list[int]) -> str:
+    """The messages of :data:`APPEND_POSTGRESQL` as one JSON array of arrays (the
+    arguments are already JSON text, validated: they go in as they are)."""
+    dumps = json.dumps
+    return (
+        "["
+        + ",".join(
+            f"[{dumps(m.actor_type)},{dumps(m.actor_id)},{dumps(m.operation)},"
+            f"{dumps(m.delivery_mode)},{m.arguments},{back},{m.max_attempts},"
+            f"{dumps(m.request_id)},{dumps(m.idempotency_key)},"
+            f"{dumps(None if m.available_at is None else m.available_at.isoformat())}]"
+            for m, back in zip(messages, backs, strict=True)
+        )
+        + "]"
+    )
 
 
 def _instance_row(
