@@ -390,48 +390,26 @@ def _write_rows(
                 alias,
             )
     request_id = request_id or str(uuid.uuid4())
-    if dialect.append_in_one_statement:
-        if cap < 1:
-            raise _full(spec.actor_type, actor_id, cap)
-        message = NewMessage(
-            spec.actor_type,
-            actor_id,
-            spec.cls.state_version,
-            operation,
-            delivery_mode,
-            arguments_json,
-            spec.max_attempts(operation),
-            request_id,
-            idempotency_key,
-            available_at,
-        )
-        if before_commit is not None:
-            before_commit()
-        ((message_id, instance_id, sequence),) = _appended(
-            dialect.append_messages(cursor, [message], cap), cap
-        )
-    else:
-        instance_id, sequence, revision = dialect.allocate_sequence(
-            cursor, spec.actor_type, actor_id, spec.cls.state_version
-        )
-        # Every message at or below state_revision has finished, so the mailbox holds at
-        # most sequence - revision messages: count only when that could reach the cap.
-        if sequence - revision > cap and dialect.mailbox_length(cursor, instance_id) >= cap:
-            raise _full(spec.actor_type, actor_id, cap)
-        message_id = dialect.insert_message(
-            cursor,
-            instance_id=instance_id,
-            actor_type=spec.actor_type,
-            actor_id=actor_id,
-            sequence=sequence,
-            operation=operation,
-            delivery_mode=delivery_mode,
-            arguments=arguments_json,
-            max_attempts=spec.max_attempts(operation),
-            request_id=request_id,
-            idempotency_key=idempotency_key,
-            available_at=available_at,
-        )
+    if dialect.append_in_one_statement and cap < 1:
+        raise _full(spec.actor_type, actor_id, cap)  # (the statement checks a mailbox only)
+    message = NewMessage(
+        spec.actor_type,
+        actor_id,
+        spec.cls.state_version,
+        operation,
+        delivery_mode,
+        arguments_json,
+        spec.max_attempts(operation),
+        request_id,
+        idempotency_key,
+        available_at,
+    )
+    if before_commit is not None:
+        before_commit()
+    appended = dialect.append_message(cursor, message, cap)
+    if isinstance(appended, MailboxFullAt):
+        raise _full(spec.actor_type, actor_id, cap)
+    ((message_id, instance_id, sequence),) = appended
     return Enqueued(
         message_id,
         request_id,

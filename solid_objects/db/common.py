@@ -19,6 +19,7 @@ class CommonDialect(Dialect):
     find_message_by_request_id = mailbox.find_message_by_request_id
     find_messages_by_keys = mailbox.find_messages_by_keys
     append_messages = mailbox.append_messages
+    append_message = mailbox.append_message
     # finding work, leases
     due_instances = leases.due_instances
     others_due = leases.others_due

@@ -226,6 +226,10 @@ class Dialect:
         next_message_sequence, state_revision)}`` as they are afterwards."""
         raise NotImplementedError
 
+    def append_message(self, cursor: Any, message: NewMessage, cap: int) -> Appended:
+        """:meth:`append_messages` for one message (an enqueue), in the fewest statements."""
+        raise NotImplementedError
+
     def append_messages(self, cursor: Any, messages: list[NewMessage], cap: int) -> Appended:
         """Append ``messages`` (at most :attr:`append_batch`), each actor's in their order,
         with their ready memberships, unless an actor's mailbox would then hold more than

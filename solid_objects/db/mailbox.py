@@ -80,6 +80,21 @@ INSERT_MESSAGE = (
     "%(idempotency_key)s, {now}, {available_at}, {now}, {now})"
 )
 
+#: MariaDB: the history row of the instance just bumped, taking the sequence from its row,
+#: unless its mailbox is full (then no row: nothing inserted), returning ``(id, sequence)``.
+INSERT_MESSAGE_RETURNING_MARIADB = (
+    "INSERT INTO {t_messages} (instance_id, actor_type, actor_id, operation, delivery_mode, "
+    "arguments, sequence, attempt_count, max_attempts, request_id, idempotency_key, "
+    "enqueued_at, available_at, created_at, updated_at) SELECT id, %(actor_type)s, "
+    "%(actor_id)s, %(operation)s, %(delivery_mode)s, %(arguments)s, "
+    "next_message_sequence - 1, 0, %(max_attempts)s, %(request_id)s, %(idempotency_key)s, "
+    "{now}, {available_at}, {now}, {now} FROM {t_instances} WHERE id = %(instance_id)s AND "
+    "(next_message_sequence - 1 - state_revision <= %(cap)s OR "
+    "(SELECT COUNT(*) FROM {t_ready} WHERE instance_id = %(instance_id)s) + "
+    "(SELECT COUNT(*) FROM {t_claimed} WHERE instance_id = %(instance_id)s) < %(cap)s) "
+    "RETURNING id, sequence"
+)
+
 #: Its ready membership (after :data:`INSERT_MESSAGE`, with the id it returned).
 INSERT_READY = (
     "INSERT INTO {t_ready} (message_id, instance_id, sequence, available_at, created_at) "
@@ -165,26 +180,36 @@ def allocate_sequence_mysql(
     params = {"actor_type": actor_type, "actor_id": actor_id, "state_version": state_version}
     cursor.execute(render(dialect, BUMP_SEQUENCE_MYSQL), params)
     if cursor.rowcount != 1:
-        name = _creation_lock(dialect, actor_type, actor_id)
-        cursor.execute(GET_CREATION_LOCK_MYSQL, {"name": name, "wait": CREATION_LOCK_WAIT})
-        locked = cursor.fetchone()[0] == 1
-        if not locked:
-            logger.warning(
-                "creation lock of %s/%s not acquired; inserting anyway", actor_type, actor_id
-            )
-        try:
-            cursor.execute(render(dialect, CREATE_INSTANCE_MYSQL), params)
-            created = cursor.rowcount == 1  # 2: another creator won meanwhile
-        finally:
-            if locked:
-                cursor.execute(RELEASE_CREATION_LOCK_MYSQL, {"name": name})
-                cursor.fetchone()
-        if created:
-            return int(cursor.lastrowid), 1, 0
+        created = _create_instance_mysql(dialect, cursor, params)
+        if created is not None:
+            return created
     instance_id = int(cursor.lastrowid)
     cursor.execute(render(dialect, SEQUENCE_OF), {"id": instance_id})
     sequence, revision = cursor.fetchone()
     return instance_id, int(sequence), int(revision)
+
+
+def _create_instance_mysql(
+    dialect: Dialect, cursor: Any, params: dict[str, Any]
+) -> tuple[int, int, int] | None:
+    """Create the instance under its creation lock: ``(id, 1, 0)``, or ``None`` when
+    another creator won meanwhile (its row was bumped, its id is ``cursor.lastrowid``)."""
+    actor_type, actor_id = params["actor_type"], params["actor_id"]
+    name = _creation_lock(dialect, actor_type, actor_id)
+    cursor.execute(GET_CREATION_LOCK_MYSQL, {"name": name, "wait": CREATION_LOCK_WAIT})
+    locked = cursor.fetchone()[0] == 1
+    if not locked:
+        logger.warning(
+            "creation lock of %s/%s not acquired; inserting anyway", actor_type, actor_id
+        )
+    try:
+        cursor.execute(render(dialect, CREATE_INSTANCE_MYSQL), params)
+        created = cursor.rowcount == 1  # 2: another creator won meanwhile
+    finally:
+        if locked:
+            cursor.execute(RELEASE_CREATION_LOCK_MYSQL, {"name": name})
+            cursor.fetchone()
+    return (int(cursor.lastrowid), 1, 0) if created else None
 
 
 def _creation_lock(dialect: Dialect, actor_type: str, actor_id: str) -> str:
@@ -243,6 +268,95 @@ def insert_message(
         ready["available_at"] = params["available_at"]
     cursor.execute(render(dialect, INSERT_READY, available_at=at_sql), ready)
     return message_id
+
+
+def append_message(dialect: Dialect, cursor: Any, message: NewMessage, cap: int) -> Appended:
+    """One message: its sequence (``dialect.allocate_sequence``), the mailbox limit where
+    it could be reached, the history row and its ready membership."""
+    instance_id, sequence, revision = dialect.allocate_sequence(
+        cursor, message.actor_type, message.actor_id, message.state_version
+    )
+    # Every message at or below state_revision has finished, so the mailbox holds at most
+    # sequence - revision messages: count only when that could reach the cap.
+    if sequence - revision > cap and dialect.mailbox_length(cursor, instance_id) >= cap:
+        return MailboxFullAt(message.actor_type, message.actor_id)
+    message_id = dialect.insert_message(
+        cursor,
+        instance_id=instance_id,
+        actor_type=message.actor_type,
+        actor_id=message.actor_id,
+        sequence=sequence,
+        operation=message.operation,
+        delivery_mode=message.delivery_mode,
+        arguments=message.arguments,
+        max_attempts=message.max_attempts,
+        request_id=message.request_id,
+        idempotency_key=message.idempotency_key,
+        available_at=message.available_at,
+    )
+    return [(message_id, instance_id, sequence)]
+
+
+def append_message_mysql(dialect: Dialect, cursor: Any, message: NewMessage, cap: int) -> Appended:
+    """MariaDB (``INSERT ... RETURNING``), an existing actor: the bump, then the history
+    row reading its sequence from the bumped row and checking the mailbox limit in the
+    same statement, then the ready row (no read of the sequence between). A new actor, or
+    MySQL: :func:`append_message`."""
+    if not dialect.insert_returning:
+        return append_message(dialect, cursor, message, cap)
+    params = {
+        "actor_type": message.actor_type,
+        "actor_id": message.actor_id,
+        "state_version": message.state_version,
+    }
+    cursor.execute(render(dialect, BUMP_SEQUENCE_MYSQL), params)
+    if cursor.rowcount != 1:
+        created = _create_instance_mysql(dialect, cursor, params)
+        if created is None:  # another creator won: its row is bumped, ours to append to
+            instance_id = int(cursor.lastrowid)
+        else:
+            instance_id, sequence, _ = created
+            message_id = dialect.insert_message(
+                cursor,
+                instance_id=instance_id,
+                actor_type=message.actor_type,
+                actor_id=message.actor_id,
+                sequence=sequence,
+                operation=message.operation,
+                delivery_mode=message.delivery_mode,
+                arguments=message.arguments,
+                max_attempts=message.max_attempts,
+                request_id=message.request_id,
+                idempotency_key=message.idempotency_key,
+                available_at=message.available_at,
+            )
+            return [(message_id, instance_id, sequence)]
+    else:
+        instance_id = int(cursor.lastrowid)
+    at_sql, values = _message_params(
+        dialect,
+        message.available_at,
+        instance_id=instance_id,
+        actor_type=message.actor_type,
+        actor_id=message.actor_id,
+        operation=message.operation,
+        delivery_mode=message.delivery_mode,
+        arguments=message.arguments,
+        max_attempts=message.max_attempts,
+        request_id=message.request_id,
+        idempotency_key=message.idempotency_key,
+        cap=cap,
+    )
+    cursor.execute(render(dialect, INSERT_MESSAGE_RETURNING_MARIADB, available_at=at_sql), values)
+    row = cursor.fetchone()
+    if row is None:
+        return MailboxFullAt(message.actor_type, message.actor_id)
+    message_id, sequence = int(row[0]), int(row[1])
+    ready = {"message_id": message_id, "instance_id": instance_id, "sequence": sequence}
+    if message.available_at is not None:
+        ready["available_at"] = values["available_at"]
+    cursor.execute(render(dialect, INSERT_READY, available_at=at_sql), ready)
+    return [(message_id, instance_id, sequence)]
 
 
 def insert_message_postgresql(

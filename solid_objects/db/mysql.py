@@ -22,6 +22,8 @@ class MySQLDialect(CommonDialect):
         # MariaDB's JSON_VALID (the CHECK of every JSON column) refuses documents nested 32
         # levels or deeper; MySQL refuses a depth over 100 counting the innermost scalar.
         self.json_max_depth = 31 if connection.mysql_is_mariadb else 99
+        # MariaDB 10.5+ returns rows from INSERT; MySQL does not.
+        self.insert_returning = bool(connection.mysql_is_mariadb)
 
     def epoch(self, column: str) -> str:
         # DATETIME in UTC; TIMESTAMPDIFF ignores the session time zone.
@@ -43,4 +45,5 @@ class MySQLDialect(CommonDialect):
 
     allocate_sequence = mailbox.allocate_sequence_mysql
     allocate_sequences = mailbox.allocate_sequences_mysql
+    append_message = mailbox.append_message_mysql
     acquire_lease = leases.acquire_lease_mysql

@@ -92,6 +92,9 @@ class PostgreSQLDialect(CommonDialect):
             self, cursor, messages, cap, notify_channel=CHANNEL if self.notify else None
         )
 
+    def append_message(self, cursor: Any, message: NewMessage, cap: int) -> Appended:
+        return self.append_messages(cursor, [message], cap)
+
     # The variant of each step PostgreSQL runs where it is not the common one.
     allocate_sequence = mailbox.allocate_sequence_postgresql
     acquire_lease = leases.acquire_lease_postgresql

@@ -12,6 +12,7 @@ The private-server restarts under load are in ``tests/adversarial/restart``.
 from __future__ import annotations
 
 import asyncio
+import re
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -233,7 +234,8 @@ def test_inside_the_callers_atomic_nothing_is_retried_or_closed():
 
 @contextmanager
 def kill_after(statement: str) -> Iterator[list[int]]:
-    """Kill this thread's session right after the first insert into ``statement`` ran.
+    """Kill this thread's session right after the first insert into the table ``statement``
+    ran (a statement that only reads it does not count).
     Inside the enqueue's transaction the commit that follows cannot succeed; a statement
     that was its own commit (autocommit) has its reply lost instead: the dead session
     answers it with a connection error. Either way the library only knows that the
@@ -242,7 +244,7 @@ def kill_after(statement: str) -> Iterator[list[int]]:
 
     def wrapper(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
         result = execute(sql, params, many, context)
-        if not killed and "INSERT INTO" in sql and statement in sql:
+        if not killed and re.search(rf"INSERT INTO\W+\w*{statement}", sql):
             committed_alone = connection.get_autocommit() and not connection.in_atomic_block
             with connection.cursor() as cursor:
                 cursor.execute(

@@ -20,6 +20,7 @@ from solid_objects import (
     UnknownOperation,
     enqueue_many,
 )
+from solid_objects.db.vendors import dialect_for
 from solid_objects.models import Instance, Message, ReadyMessage
 from tests.testapp.actors.core import Counter
 
@@ -187,6 +188,22 @@ def test_a_full_mailbox_refuses_the_whole_batch_once_the_actor_is_crowded(solid_
     (third,) = enqueue_many([(ref, "add", {"amount": 1})])
     assert third.sequence == 3
     assert instance_of("tests.counter", "crowded").next_message_sequence == 4
+
+
+@pytest.mark.db_vendor("mysql")
+def test_without_insert_returning_the_ids_are_read_back(monkeypatch, owner):
+    """MySQL has no ``INSERT ... RETURNING`` (MariaDB has): the batch reads the new ids back
+    by request id, a single enqueue reads its sequence from the instance row."""
+    monkeypatch.setattr(dialect_for(connection), "insert_returning", False)
+    ref = Counter.ref("mysql")
+    sent = enqueue_many([(ref, "add", {"amount": n}) for n in (1, 2, 3)])
+    single = ref.enqueue().add(4)
+    assert [m.sequence for m in sent] + [single.sequence] == [1, 2, 3, 4]
+    stored = {m.id: m.sequence for m in Message.objects.all()}
+    assert stored == {m.id: m.sequence for m in [*sent, single]}
+    assert sorted(ReadyMessage.objects.values_list("message_id", flat=True)) == sorted(stored)
+    drain(instance_of("tests.counter", "mysql").id, owner)
+    assert ref.snapshot().value == 10
 
 
 def test_an_empty_batch_writes_nothing():
