@@ -131,7 +131,7 @@ class ReshardRequired(SolidObjectsError):
 
 class InvalidReshard(SolidObjectsError, ValueError):
     """A ``solid_objects_reshard`` request that cannot run (an unknown ``--from`` alias, an
-    alias that is still a shard); nothing was read or written."""
+    alias that is still a shard, workers still running); nothing was written."""
 
 
 class IdempotencyConflict(SolidObjectsError):

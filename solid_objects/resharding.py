@@ -47,8 +47,9 @@ from django.conf import settings as django_settings
 from django.db import DatabaseError, connections, models, transaction
 from django.db.models import Count, F
 
+from .conf import get_settings
 from .db.instances import DELETE_INSTANCE
-from .db.resharding import lock_identity
+from .db.resharding import live_workers, lock_identity
 from .db.sql import render
 from .db.vendors import dialect_for
 from .errors import InvalidReshard
@@ -154,6 +155,24 @@ def sources(from_aliases: Iterable[str] = ()) -> tuple[str, ...]:
     return (*shards, *extra)
 
 
+def refuse_while_workers_run(aliases: Iterable[str]) -> None:
+    """Raise :class:`InvalidReshard` while a worker, scheduler or broadcaster still
+    heartbeats on one of ``aliases``: started with the old list, it could serve an actor on
+    the database it is leaving, or recreate it there after the move."""
+    threshold = get_settings().PROCESS_ALIVE_THRESHOLD
+    running: list[str] = []
+    for alias in aliases:
+        connection = connections[alias]
+        with connection.cursor() as cursor:
+            for kind, host, pid in live_workers(dialect_for(connection), cursor, threshold):
+                running.append(f"{kind} pid {pid} on {host} ({alias})")
+    if running:
+        raise InvalidReshard(
+            "stop every worker, scheduler and broadcaster before resharding; still running: "
+            + ", ".join(running)
+        )
+
+
 def movers(from_aliases: Iterable[str] = ()) -> Iterator[Mover]:
     """Every actor whose home is not the database holding it."""
     for source in sources(from_aliases):
@@ -211,7 +230,7 @@ def execute(
     for ``wait`` seconds. When nothing is left behind, every shard records that it agrees
     with the settings (:func:`solid_objects.shard_agreement.record`), so workers start."""
     aliases = tuple(from_aliases)
-    sources(aliases)  # refuse a bad --from before reading anything
+    refuse_while_workers_run(sources(aliases))  # before anything is written
     result = ReshardResult()
     deadline = time.monotonic() + wait
     pause = threading.Event()
@@ -362,11 +381,15 @@ def _copy(alias: str, rows: ActorRows) -> bool:
         target = Instance.objects.using(alias).get(pk=locked[0])
     messages = Message.objects.using(alias).filter(instance_id=target.pk)
     present = _existing(messages, "request_id", [m.request_id for m in rows.messages])
-    copied_before = bool(present)
-    if locked is not None:
-        _merge_state(alias, target, source, copied_before)
-        if not copied_before:
-            _make_room(alias, target, source.next_message_sequence)
+    # At the tail: messages enqueued on the source after an interrupted move, or the whole
+    # mailbox of a source incarnation that never ran a turn (enqueued there by a process
+    # with the old settings) merged into a target that did.
+    append = bool(present) or (
+        locked is not None and source.state_revision == 0 and target.state_revision != 0
+    )
+    if locked is not None and not append:
+        _merge_state(alias, target, source)
+        _make_room(alias, target, source.next_message_sequence)
     next_sequence = target.next_message_sequence
     message_ids: dict[int, int] = {}
     sequences: dict[int, int] = {}
@@ -375,7 +398,7 @@ def _copy(alias: str, rows: ActorRows) -> bool:
         if message.request_id in present:
             message_ids[old_id] = present[message.request_id]
             continue
-        if copied_before:  # enqueued on the source after an interrupted move: at the tail
+        if append:
             message.sequence = next_sequence
             next_sequence += 1
         copy = _insert(message, alias, instance_id=target.pk)
@@ -397,10 +420,9 @@ def _fields(instance: Instance) -> dict[str, Any]:
     }
 
 
-def _merge_state(alias: str, target: Instance, source: Instance, copied_before: bool) -> None:
+def _merge_state(alias: str, target: Instance, source: Instance) -> None:
     """The source's state wins over a target incarnation that never committed a turn."""
-    same = (target.state_revision, target.state) == (source.state_revision, source.state)
-    if same or copied_before:
+    if (target.state_revision, target.state) == (source.state_revision, source.state):
         return
     if target.state_revision != 0:
         raise ReshardConflict(

@@ -34,3 +34,17 @@ def lock_identity(
     cursor.execute(render(dialect, LEASE_OF_IDENTITY), params)
     row = cursor.fetchone()
     return None if row is None else (int(row[0]), bool(row[1]))
+
+
+#: The worker processes of this database that still heartbeat (sync callers excluded).
+LIVE_WORKERS = (
+    "SELECT kind, hostname, pid FROM {t_processes} WHERE shutdown_state <> 'stopped' "
+    "AND kind <> 'caller' AND last_heartbeat_at >= {later:silence} ORDER BY kind, hostname, pid"
+)
+
+
+def live_workers(dialect: Dialect, cursor: Any, alive_for: float) -> list[tuple[str, str, int]]:
+    """``(kind, hostname, pid)`` of every worker, scheduler or broadcaster process whose last
+    heartbeat is at most ``alive_for`` seconds old (database clock)."""
+    cursor.execute(render(dialect, LIVE_WORKERS), {"silence": dialect.interval(-alive_for)})
+    return [(str(kind), str(host), int(pid)) for kind, host, pid in cursor.fetchall()]

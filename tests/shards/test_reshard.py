@@ -33,6 +33,7 @@ from solid_objects.models import (
 )
 from solid_objects.shards import choose
 from solid_objects.testing import drain
+from tests.factories import ProcessFactory
 from tests.support.waiting import wait_until
 from tests.testapp.actors.core import Counter
 from tests.testapp.actors.outbox import Alarm, Payer
@@ -232,10 +233,9 @@ def test_a_leased_actor_is_not_moved_mid_turn(solid_settings, tmp_path):
     population = populate(solid_settings, tmp_path, movers=1)
     solid_settings(DATABASES=SHARDS)
     actor_id = population.moving[0]
-    # A live lease, as a worker holds it during a turn (its process row on default).
-    from tests.factories import ProcessFactory
-
-    process = ProcessFactory()
+    # A live lease, as a worker holds it during a turn (its process fell silent: a running
+    # worker would make the command refuse to start at all, see below).
+    process = ProcessFactory(last_heartbeat_at=timezone.now() - timedelta(hours=1))
     Instance.objects.filter(actor_id=actor_id).update(
         activation_owner=process,
         activation_token="00000000-0000-0000-0000-000000000001",
@@ -254,6 +254,66 @@ def test_a_leased_actor_is_not_moved_mid_turn(solid_settings, tmp_path):
     )
     assert resharding.execute().complete
     assert_moved_and_run_once(population)
+
+
+@pytest.mark.parametrize("alias", SHARDS)
+def test_a_running_worker_on_any_shard_refuses_the_reshard(solid_settings, tmp_path, alias):
+    populate(solid_settings, tmp_path, movers=1)
+    solid_settings(DATABASES=SHARDS)
+    ProcessFactory.build(kind="effect", pid=4242).save(using=alias)
+    ProcessFactory(kind="caller")  # a web process's sync-call registration does not count
+    with pytest.raises(InvalidReshard, match=rf"effect pid 4242 on test-host \({alias}\)"):
+        resharding.execute()
+    assert not Instance.objects.using("shard_b").exists()
+    with pytest.raises(CommandError, match="stop every worker"):
+        call_command("solid_objects_reshard", "--execute", stdout=StringIO())
+    assert resharding.preview()  # a preview reads only
+
+
+def test_a_source_incarnation_that_never_ran_is_appended_to_a_target_that_did(
+    solid_settings, tmp_path
+):
+    """A process with the old list enqueued on the old database after the move: the next
+    reshard appends that message to the moved actor, whose state is kept."""
+    population = populate(solid_settings, tmp_path, movers=1)
+    actor_id = population.moving[0]
+    solid_settings(DATABASES=SHARDS)
+    assert resharding.execute().complete
+    solid_settings(DATABASES=["default"])
+    Counter.ref(actor_id).enqueue(idempotency_key="late").add(amount=1000)
+    solid_settings(DATABASES=SHARDS)
+    assert resharding.execute().complete
+    keys = list(
+        Message.objects.using("shard_b")
+        .filter(actor_id=actor_id)
+        .order_by("sequence")
+        .values_list("idempotency_key", "sequence")
+    )
+    assert keys == [(None, 1), ("k1", 2), ("k2", 3), ("late", 4)]
+    pending = {**population.pending, actor_id: population.pending[actor_id] + 1000}
+    assert_moved_and_run_once(Population(**{**population.__dict__, "pending": pending}))
+
+
+def test_two_incarnations_that_both_ran_are_a_conflict_left_alone(solid_settings, tmp_path):
+    solid_settings(DATABASES=SHARDS)
+    actor_id = ids_moving_to("shard_b", 1, "tests.counter")[0]
+    Counter.ref(actor_id).enqueue().add(amount=5)
+    drain()
+    solid_settings(DATABASES=["default"])
+    Counter.ref(actor_id).enqueue().add(amount=7)
+    drain()
+    solid_settings(DATABASES=SHARDS)
+    result = resharding.execute()
+    assert not result.complete and result.moved == {}
+    [(mover, reason)] = result.conflicts
+    assert mover.actor_id == actor_id and "resolve by hand" in reason
+    assert Counter.ref(actor_id).snapshot(using="default").state["value"] == 7
+    assert Counter.ref(actor_id).snapshot(using="shard_b").state["value"] == 5
+    with pytest.raises(ReshardRequired):
+        shard_agreement.require_agreement()
+    Counter.ref(actor_id).destroy(using="default")  # resolved: the operator keeps shard_b's
+    assert resharding.execute().complete
+    shard_agreement.require_agreement()
 
 
 def test_the_start_up_check_compares_one_row_per_shard(solid_settings, tmp_path):
