@@ -256,3 +256,59 @@ def test_an_effect_rate_is_global_its_row_on_the_home_database():
     assert RateLimit.objects.using("default").filter(name="tests.rate.hourly").exists()
     assert not RateLimit.objects.using("shard_b").exists()
     assert Effect.objects.using("default").get().status == "pending"  # handed back
+
+
+class BrokenShard(Exception):
+    pass
+
+
+def test_a_shard_that_cannot_start_stops_the_others_and_fails_the_process():
+    """The group of one process: a supervisor that fails outright (here its role cannot
+    even be built) stops the other shards' supervisors, which mark their rows stopped, and
+    the error ends ``run()`` as it would end a worker of one database."""
+    from solid_objects.runtime.launch import build_supervisor
+    from solid_objects.runtime.shard_group import SupervisorGroup
+    from solid_objects.runtime.supervisor import Supervisor
+
+    def broken(host, index):
+        raise BrokenShard("this shard's role cannot start")
+
+    healthy = build_supervisor(alias="default")
+    healthy.wake_ups = False
+    failing = Supervisor(roles=[(broken, 1)], alias="shard_b", wake_ups=False)
+    group = SupervisorGroup([healthy, failing], install_signal_handlers=False)
+    with pytest.raises(BrokenShard):
+        group.run()
+    rows = list(Process.objects.using("default").filter(pid=os.getpid(), kind="worker"))
+    assert [row.shutdown_state for row in rows] in ([], ["stopped"])
+    assert not Process.objects.using("shard_b").filter(pid=os.getpid(), kind="worker").exists()
+
+
+def test_a_group_stops_every_shard_on_request_and_returns_zero():
+    import threading
+
+    from solid_objects.runtime.launch import build_workers
+    from solid_objects.runtime.shard_group import SupervisorGroup
+
+    group = build_workers(database=None)
+    assert isinstance(group, SupervisorGroup)
+    assert group.aliases == SHARDS
+    group.install_signal_handlers = False
+    for supervisor in group.supervisors:
+        supervisor.wake_ups = False
+    outcome: list[int] = []
+    thread = threading.Thread(target=lambda: outcome.append(group.run()))
+    thread.start()
+    for supervisor in group.supervisors:
+        assert supervisor.started.wait(30)
+    for alias in SHARDS:
+        assert Process.objects.using(alias).get(pid=os.getpid(), kind="worker").shutdown_state == (
+            "running"
+        )
+    group.request_stop()
+    thread.join(30)
+    assert outcome == [0]
+    for alias in SHARDS:
+        assert Process.objects.using(alias).get(pid=os.getpid(), kind="worker").shutdown_state == (
+            "stopped"
+        )
