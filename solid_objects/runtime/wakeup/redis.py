@@ -2,6 +2,10 @@
 
 The channel is ``solid_objects:<vendor>:<host>:<port>:<database name>:<table prefix>``, so
 deployments sharing a Redis server do not wake each other, even with equal database names.
+
+Publishers name the channel of the home alias ``SOLID_OBJECTS["DATABASE"]`` whichever shard
+the commit was on, so the subscriber of a shard's supervisor listens to its own channel
+and to the home alias's (one channel when they are the same).
 """
 
 from __future__ import annotations
@@ -78,7 +82,8 @@ publisher = RedisPublisher()
 
 
 class RedisSubscriber(ListenerThread):
-    """Subscribes to :func:`redis_channel`; the probe publishes to itself."""
+    """Subscribes to :func:`redis_channel` of its alias (and of the home alias, where hints
+    are published); the probe publishes to itself."""
 
     mode = "redis"
 
@@ -87,6 +92,7 @@ class RedisSubscriber(ListenerThread):
         self._client: Any = None
         self._pubsub: Any = None
         self.channel = redis_channel(alias)
+        self.channels = list(dict.fromkeys((self.channel, redis_channel())))
 
     def _connect(self) -> Any:
         import redis
@@ -96,7 +102,7 @@ class RedisSubscriber(ListenerThread):
             raise RuntimeError('SOLID_OBJECTS["REDIS_URL"] is not set')
         self._client = redis.Redis.from_url(url, socket_connect_timeout=2.0)
         pubsub = self._client.pubsub(ignore_subscribe_messages=True)
-        pubsub.subscribe(self.channel)
+        pubsub.subscribe(*self.channels)
         self._pubsub = pubsub
         return pubsub
 
