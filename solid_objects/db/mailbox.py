@@ -451,8 +451,8 @@ APPEND_POSTGRESQL = (
     "SELECT i.id, x.actor_type, x.actor_id, x.operation, x.delivery_mode, x.arguments, "
     "i.next_message_sequence - x.back, 0, x.max_attempts, x.request_id, x.idempotency_key, "
     "{now}, COALESCE(x.available_at, {now}), {now}, {now} "
-    "FROM (SELECT e->>0 AS actor_type, e->>1 AS actor_id, e->>2 AS operation, "
-    "e->>3 AS delivery_mode, e->4 AS arguments, (e->>5)::bigint AS back, "
+    "FROM (SELECT e->0 AS arguments, e->>1 AS actor_type, e->>2 AS actor_id, "
+    "e->>3 AS operation, e->>4 AS delivery_mode, (e->>5)::bigint AS back, "
     "(e->>6)::int AS max_attempts, e->>7 AS request_id, e->>8 AS idempotency_key, "
     "(e->>9)::timestamptz AS available_at "
     "FROM jsonb_array_elements(%(messages)s::jsonb) AS e) AS x "
@@ -591,16 +591,29 @@ def append_messages_postgresql(
 
 
 def _messages_json(messages: list[NewMessage], backs: list[int]) -> str:
-    """The messages of :data:`APPEND_POSTGRESQL` as one JSON array of arrays (the
-    arguments are already JSON text, validated: they go in as they are)."""
+    """The messages of :data:`APPEND_POSTGRESQL` as one JSON array of arrays, each
+    ``[arguments, actor_type, actor_id, ...]`` (the arguments are JSON text already
+    validated: they go in as they are, the rest through one ``json.dumps`` per message)."""
     dumps = json.dumps
     return (
         "["
         + ",".join(
-            f"[{dumps(m.actor_type)},{dumps(m.actor_id)},{dumps(m.operation)},"
-            f"{dumps(m.delivery_mode)},{m.arguments},{back},{m.max_attempts},"
-            f"{dumps(m.request_id)},{dumps(m.idempotency_key)},"
-            f"{dumps(None if m.available_at is None else m.available_at.isoformat())}]"
+            "["
+            + m.arguments
+            + ","
+            + dumps(
+                [
+                    m.actor_type,
+                    m.actor_id,
+                    m.operation,
+                    m.delivery_mode,
+                    back,
+                    m.max_attempts,
+                    m.request_id,
+                    m.idempotency_key,
+                    None if m.available_at is None else m.available_at.isoformat(),
+                ]
+            )[1:]
             for m, back in zip(messages, backs, strict=True)
         )
         + "]"
