@@ -11,6 +11,11 @@ handling and outside any pool.
 With Django's native PostgreSQL pool (``OPTIONS["pool"]``) every thread's connection is
 borrowed from the pool for as long as the thread holds it, so the pool must hold them all;
 ``pool=True`` means psycopg's default of 4.
+
+With shards a worker serves each shard with a supervisor of its own
+(:mod:`.shard_group`), so these counts hold per shard it serves, on that shard's alias; an
+effect thread running a rate-limited effect also opens one connection to the home alias
+``DATABASE``, where the rates' rows are.
 """
 
 from __future__ import annotations

@@ -11,6 +11,9 @@ role that keeps crashing).
 On SIGTERM/SIGINT it stops claiming, lets the turns in flight finish and commit, releases
 leases, marks its rows stopped, stops the transport and returns 0. A second signal forces an
 immediate exit.
+
+A supervisor serves one database alias. A worker serving several shards runs one per shard
+under a :class:`~.shard_group.SupervisorGroup`, which then owns the signal handling.
 """
 
 from __future__ import annotations
