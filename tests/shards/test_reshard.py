@@ -34,6 +34,7 @@ from solid_objects.models import (
 from solid_objects.shards import choose
 from solid_objects.testing import drain
 from tests.factories import ProcessFactory
+from tests.support.terminal import RED, run_on_terminal, screen
 from tests.support.waiting import wait_until
 from tests.testapp.actors.core import Counter
 from tests.testapp.actors.outbox import Alarm, Payer
@@ -425,3 +426,15 @@ def test_a_reshard_process_killed_at_a_pause_point_is_resumed(
     assert commands.wait_exit(resumed) == 0, commands.log(resumed)
     assert "Every database agrees" in commands.log(resumed)
     assert_moved_and_run_once(population)
+
+
+def test_execute_draws_a_progress_bar_per_route_on_a_terminal(solid_settings, tmp_path):
+    population = populate(solid_settings, tmp_path)
+    movers = len(population.moving) + 3
+    code, output = run_on_terminal("solid_objects_reshard", "--execute", settings=WORKER_SETTINGS)
+    assert code == 0, output
+    assert RED not in output  # drawn on the real stderr, not through the OutputWrapper
+    lines = screen(output)
+    bars = [line for line in lines if line.startswith("default -> shard_b:") and "actors/" in line]
+    assert len(bars) == 1 and "100%" in bars[0] and f"{movers}/{movers}" in bars[0], lines
+    assert f"default -> shard_b: {movers} actors moved" in lines

@@ -9,6 +9,8 @@ import struct
 import subprocess
 import sys
 import termios
+from collections.abc import Mapping
+from typing import Any
 
 from .processes import REPO_ROOT, environment, test_database_name
 
@@ -16,16 +18,16 @@ from .processes import REPO_ROOT, environment, test_database_name
 RED = "\x1b[31"
 
 
-def run_on_terminal(*argv: str) -> tuple[int, str]:
-    """``tests/manage.py *argv`` with stdout and stderr on a pseudo-terminal; its exit code
-    and everything it wrote."""
+def run_on_terminal(*argv: str, settings: Mapping[str, Any] | None = None) -> tuple[int, str]:
+    """``tests/manage.py *argv`` with stdout and stderr on a pseudo-terminal (and
+    ``SOLID_OBJECTS`` overrides ``settings``); its exit code and everything it wrote."""
     leader, follower = pty.openpty()
     # 30 rows, 100 columns: a terminal has a size (a bare pseudo-terminal says 0 x 0)
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
     proc = subprocess.Popen(
         [sys.executable, "tests/manage.py", *argv],
         cwd=REPO_ROOT,
-        env={**environment(test_database_name(), log_level="INFO")},
+        env={**environment(test_database_name(), settings, log_level="INFO")},
         stdin=subprocess.DEVNULL,
         stdout=follower,
         stderr=follower,
