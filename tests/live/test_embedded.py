@@ -21,7 +21,7 @@ from solid_objects.outbox.broadcasts import BroadcastRole
 from solid_objects.routing import websocket_urlpatterns
 from solid_objects.runtime.launch import build_supervisor
 from tests.factories import UserFactory
-from tests.live.policies import OWNER
+from tests.live.policies import ALLOW_ALL, OWNER
 from tests.testapp.actors.broadcasts import Board
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -87,3 +87,49 @@ def test_workers_leave_broadcasts_to_the_web_process_with_the_in_memory_layer(in
     assert BroadcastRole in [slot.factory for slot in build_supervisor(all_roles=True)._slots]
     with pytest.raises(CommandError, match="reaches only this process"):
         call_command("run_broadcast_worker")
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "shard_b"])
+def test_with_shards_the_web_process_delivers_every_shard_s_broadcasts(
+    policy, in_memory, solid_settings
+) -> None:
+    from solid_objects import database_for
+    from solid_objects.runtime.shard_group import SupervisorGroup
+
+    policy(ALLOW_ALL)
+    solid_settings(DATABASES=["default", "shard_b"])
+    user = UserFactory()
+    boards = {}
+    for n in range(200):
+        boards.setdefault(
+            database_for("tests.board", f"board-{user.pk}-{n}"), f"board-{user.pk}-{n}"
+        )
+    application = EmbeddedBroadcasts(URLRouter(websocket_urlpatterns))
+
+    async def test() -> None:
+        ws = WebsocketCommunicator(application, "/ws/solid-objects/")
+        ws.scope["user"] = user
+        assert (await ws.connect())[0]
+        assert application.delivery is not None
+        assert isinstance(application.delivery.supervisor, SupervisorGroup)
+        for ref, alias in enumerate(("default", "shard_b"), start=1):
+            subject = tokens.Subject("tests.board", boards[alias], "size")
+            given = tokens.issue(subject, f"u:{user.pk}")
+            await ws.send_json_to({"action": "subscribe", "ref": ref, "token": given})
+            assert (await ws.receive_json_from(timeout=5))["type"] == "subscribed"
+        for alias in ("shard_b", "default"):
+            await sync_to_async(Board.ref(boards[alias]).add)(f"on-{alias}")
+        seen = [await ws.receive_json_from(timeout=30) for _ in range(2)]
+        assert sorted(message["value"] for message in seen) == [1, 1]
+        await ws.disconnect()
+        await sync_to_async(application.stop)()
+
+    try:
+        async_to_sync(test)()
+    finally:
+        application.stop()
+    for alias in ("default", "shard_b"):
+        rows = Broadcast.objects.using(alias)
+        assert set(rows.values_list("status", flat=True)) == {"delivered"}
+        process = Process.objects.using(alias).get(kind="broadcast")
+        assert process.stopped_at is not None
