@@ -312,3 +312,44 @@ def test_a_group_stops_every_shard_on_request_and_returns_zero():
         assert Process.objects.using(alias).get(pid=os.getpid(), kind="worker").shutdown_state == (
             "stopped"
         )
+
+
+def test_reload_restarts_every_shard_s_supervisor_gracefully(commands):
+    """``--reload``: a changed module stops the child's supervisors of both shards (their
+    rows marked stopped) and a fresh child registers on both again."""
+    import time
+
+    from tests.support.processes import REPO_ROOT
+
+    watched = REPO_ROOT / "tests" / "testapp" / "__init__.py"
+
+    def workers_on(alias: str, exclude: int | None = None) -> list[Process]:
+        rows = Process.objects.using(alias).filter(kind="worker", shutdown_state="running")
+        return [row for row in rows if row.pid != exclude]
+
+    proc = commands.start("run_actor_worker", "--reload", settings=FAST)
+    firsts = wait_until(
+        lambda: [workers_on(alias) for alias in SHARDS] if all(map(workers_on, SHARDS)) else None,
+        what="the child to register on both shards",
+    )
+    (child,) = {row.pid for rows in firsts for row in rows}
+    assert child != proc.pid
+    stat = watched.stat()
+    os.utime(watched, (stat.st_atime, time.time() + 5))
+    try:
+        wait_until(
+            lambda: all(workers_on(alias, exclude=child) for alias in SHARDS),
+            what="a fresh child on both shards",
+            details=lambda: commands.log(proc),
+        )
+    finally:
+        os.utime(watched, (stat.st_atime, stat.st_mtime))
+    for rows in firsts:
+        for row in rows:
+            row.refresh_from_db()
+            assert row.shutdown_state == "stopped"
+    assert commands.terminate(proc) == 0, commands.log(proc)
+    for alias in SHARDS:
+        assert not workers_on(alias)
+    log = commands.log(proc)
+    assert log.count("solid_objects worker started") == 4  # two children, two shards each
