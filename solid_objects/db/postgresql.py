@@ -93,7 +93,9 @@ class PostgreSQLDialect(CommonDialect):
         )
 
     def append_message(self, cursor: Any, message: NewMessage, cap: int) -> Appended:
-        return self.append_messages(cursor, [message], cap)
+        return mailbox.append_message_postgresql(
+            self, cursor, message, cap, notify_channel=CHANNEL if self.notify else None
+        )
 
     # The variant of each step PostgreSQL runs where it is not the common one.
     allocate_sequence = mailbox.allocate_sequence_postgresql
