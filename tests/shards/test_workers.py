@@ -353,3 +353,21 @@ def test_reload_restarts_every_shard_s_supervisor_gracefully(commands):
         assert not workers_on(alias)
     log = commands.log(proc)
     assert log.count("solid_objects worker started") == 4  # two children, two shards each
+
+
+def test_all_roles_retention_prunes_each_shard_from_its_own_supervisor():
+    from solid_objects.runtime.launch import build_workers
+
+    old = timezone.now() - timedelta(days=60)
+    for alias in SHARDS:
+        process_id = processes.register("worker", alias)
+        processes.deregister(process_id, alias)
+        Process.objects.using(alias).filter(id=process_id).update(
+            stopped_at=old, last_heartbeat_at=old, started_at=old
+        )
+    group = build_workers(all_roles=True)
+    for supervisor in group.supervisors:
+        (task,) = [task for task in supervisor.periodic if task.name == "retention"]
+        assert Process.objects.using(supervisor.alias).exists()
+        task.function()  # what the supervisor runs hourly in a thread of its own
+        assert not Process.objects.using(supervisor.alias).exists(), supervisor.alias
