@@ -206,6 +206,19 @@ def test_without_insert_returning_the_ids_are_read_back(monkeypatch, owner):
     assert ref.snapshot().value == 10
 
 
+def test_a_batch_longer_than_one_statement_takes_keeps_every_actors_order():
+    """More messages than one append statement takes: the chunks follow each other in the
+    batch's transaction, each actor's sequences continuing from the chunk before."""
+    size = dialect_for(connection).append_batch + 7
+    refs = [Counter.ref(f"long-{n}") for n in range(3)]
+    sent = enqueue_many([(refs[k % 3], "append", {"n": k}) for k in range(size)])
+    assert [m.sequence for m in sent] == [k // 3 + 1 for k in range(size)]
+    for n, ref in enumerate(refs):
+        stored = Message.objects.filter(actor_id=ref.actor_id).order_by("sequence")
+        assert [m.arguments["n"] for m in stored] == list(range(n, size, 3))
+    assert ReadyMessage.objects.count() == size
+
+
 def test_an_empty_batch_writes_nothing():
     assert enqueue_many([]) == []
     assert_nothing_written()
