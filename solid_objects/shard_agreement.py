@@ -17,7 +17,7 @@ import hashlib
 from collections.abc import Iterable, Iterator
 
 from django.core.management.base import CommandError
-from django.db import IntegrityError, connections, transaction
+from django.db import DatabaseError, IntegrityError, connections, transaction
 from django.utils import timezone
 
 from .errors import ReshardRequired
@@ -129,6 +129,12 @@ def refuse_to_start() -> None:
         require_agreement()
     except ReshardRequired as error:
         raise CommandError(f"refusing to start: {error}") from error
+    except DatabaseError as error:
+        raise CommandError(
+            f"refusing to start: could not read the shard agreement of {list(databases())} "
+            f"({type(error).__name__}: {error}); is every shard reachable and migrated "
+            "(`manage.py migrate --database ALIAS`)?"
+        ) from error
     finally:
         for alias in databases():
             if not connections[alias].in_atomic_block:

@@ -438,3 +438,16 @@ def test_execute_draws_a_progress_bar_per_route_on_a_terminal(solid_settings, tm
     bars = [line for line in lines if line.startswith("default -> shard_b:") and "actors/" in line]
     assert len(bars) == 1 and "100%" in bars[0] and f"{movers}/{movers}" in bars[0], lines
     assert f"default -> shard_b: {movers} actors moved" in lines
+
+
+def test_a_shard_without_the_table_is_a_clear_refusal(solid_settings):
+    solid_settings(DATABASES=SHARDS)
+    with connections["shard_b"].schema_editor() as editor:
+        editor.delete_model(ShardAgreement)
+    try:
+        with pytest.raises(CommandError, match=r"is every shard reachable and migrated"):
+            shard_agreement.refuse_to_start()
+    finally:
+        with connections["shard_b"].schema_editor() as editor:
+            editor.create_model(ShardAgreement)
+    shard_agreement.refuse_to_start()
