@@ -28,6 +28,7 @@ from collections.abc import Iterable
 
 from django.db import connections
 
+from . import testcase_transaction
 from .conf import get_settings
 from .errors import CrossShardTransaction
 
@@ -86,22 +87,28 @@ def require_joinable(alias: str, actor_type: str, actor_id: str) -> None:
     """Refuse an enqueue that could not join the caller's transaction.
 
     An enqueue inside ``transaction.atomic()`` commits with the caller's writes only when
-    the actor's shard is the alias of that transaction. When another alias of ours is in a
-    transaction and the actor's shard is not, the message would commit on its own (before
-    the caller's writes, and even if they roll back): raise :class:`CrossShardTransaction`
-    before anything is written.
+    the actor's database is the alias of that transaction. With ``DATABASES`` (shards), an
+    enqueue while the caller is inside a transaction on any other alias (another shard, or
+    a database that holds no actors, such as the project's ``default``) and not on the
+    actor's would commit on its own, before the caller's writes and even if they roll back:
+    raise :class:`CrossShardTransaction` before anything is written. A test case's own
+    blocks (``TestCase``) are not the caller's transaction and never count. Without
+    ``DATABASES`` nothing is refused (the documented behaviour of one ``DATABASE``).
     """
-    settings = get_settings()
-    if len(settings.shards) == 1:
+    if get_settings().DATABASES is None:
         return
     if connections[alias].in_atomic_block:
         return
-    for other in {settings.DATABASE, *settings.shards} - {alias}:
-        if other in connections and connections[other].in_atomic_block:
-            raise CrossShardTransaction(
-                f"{actor_type}/{actor_id} lives on database {alias!r} but the caller is inside "
-                f"transaction.atomic() on {other!r}: the message could not commit or roll back "
-                "with the caller's writes, so nothing was enqueued",
-                alias=alias,
-                caller_alias=other,
-            )
+    for connection in connections.all(initialized_only=True):
+        other = connection.alias
+        if other == alias or not connection.in_atomic_block:
+            continue
+        if testcase_transaction.current(other) is not None:
+            continue  # only a test case's blocks: not the caller's transaction
+        raise CrossShardTransaction(
+            f"{actor_type}/{actor_id} lives on database {alias!r} but the caller is inside "
+            f"transaction.atomic() on {other!r}: the message could not commit or roll back "
+            "with the caller's writes, so nothing was enqueued",
+            alias=alias,
+            caller_alias=other,
+        )

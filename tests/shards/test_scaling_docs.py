@@ -78,10 +78,22 @@ def test_enqueue_after_the_commit_or_on_the_actors_own_shard(sharded):
     assert Counter.ref(on_b).snapshot().value == 7
 
 
-def test_a_transaction_on_an_alias_without_actors_is_not_joined(solid_settings):
-    """Actors only on ``shard_b``: a transaction on ``default`` (the project's own data) is
-    neither joined nor refused; the message commits on its own, as documented."""
+def test_a_transaction_on_an_alias_without_actors_is_refused(solid_settings):
+    """Actors only on ``shard_b``: an enqueue inside a transaction on ``default`` (the
+    project's own data) could not roll back with it, so it is refused, as documented."""
     solid_settings(DATABASES=["shard_b"])
+    with pytest.raises(CrossShardTransaction) as raised, transaction.atomic():
+        Counter.ref("elsewhere").enqueue().add(amount=1)
+    assert (raised.value.alias, raised.value.caller_alias) == ("shard_b", "default")
+    assert not Message.objects.using("shard_b").exists()
+    Counter.ref("elsewhere").enqueue().add(amount=1)  # after the commit: fine
+    assert Message.objects.using("shard_b").filter(actor_id="elsewhere").count() == 1
+
+
+def test_without_databases_a_transaction_elsewhere_is_not_refused(solid_settings):
+    """One ``DATABASE`` that is not the transaction's: the documented behaviour of
+    actors.md, unchanged (the message commits on its own)."""
+    solid_settings(DATABASE="shard_b")
     with transaction.atomic():
         Counter.ref("elsewhere").enqueue().add(amount=1)
         transaction.set_rollback(True)
