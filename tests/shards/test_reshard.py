@@ -451,3 +451,23 @@ def test_a_shard_without_the_table_is_a_clear_refusal(solid_settings):
         with connections["shard_b"].schema_editor() as editor:
             editor.create_model(ShardAgreement)
     shard_agreement.refuse_to_start()
+
+
+def test_work_claimed_by_a_process_of_the_old_database_is_released_on_the_new_one(
+    solid_settings, tmp_path
+):
+    """An effect in flight and a claimed reminder of a worker that is gone: on the new home
+    they are claimable again (the effect keeps its id, the providers' idempotency key)."""
+    population = populate(solid_settings, tmp_path, movers=1)
+    silent = ProcessFactory(kind="effect", last_heartbeat_at=timezone.now() - timedelta(hours=1))
+    Effect.objects.update(
+        status=Effect.Status.PROCESSING, claimed_by=silent, claimed_at=timezone.now()
+    )
+    Reminder.objects.update(claimed_by=silent, claimed_at=timezone.now())
+    solid_settings(DATABASES=SHARDS)
+    assert resharding.execute().complete
+    effect = Effect.objects.using("shard_b").get()
+    assert (effect.status, effect.claimed_by_id, effect.claimed_at) == ("pending", None, None)
+    reminder = Reminder.objects.using("shard_b").get()
+    assert (reminder.claimed_by_id, reminder.claimed_at) == (None, None)
+    assert_moved_and_run_once(population)
