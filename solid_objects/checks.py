@@ -16,7 +16,8 @@ to start on a bad value, with a message naming the setting. Identifiers (``docs/
 ``E009``              ``REDIS_URL`` is not a Redis URL
 ``E010``              a policy is neither a callable nor the dotted path of one
 ``E011``              ``SOLID_OBJECTS`` itself is not a dict
-``E012``              actors record activity but the journal is on another database
+``I001``              actors record activity on a journal kept on another database (their
+                      entries travel through the outbox)
 ``E014``              a schedule of ``SCHEDULES`` is not valid
 ``E015``              ``DATABASES`` (shards) is not a list of distinct aliases of
                       ``settings.DATABASES``
@@ -39,7 +40,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import CheckMessage, Error, register
+from django.core.checks import CheckMessage, Error, Info, register
 from django.core.checks import Warning as CheckWarning
 from django.db import connections
 from django.utils.module_loading import import_string
@@ -90,11 +91,11 @@ def _error(key: str, text: str, id_: str, value: Any = None, hint: str | None = 
 
 @register(TAG)
 def check_journal_database(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """``self.record_activity`` writes the journal inside the actor's fenced commit, so the
-    journal (``TILTTEK_ACTIVITY["DATABASE"]``) must be the actors' database. Reported only
-    when a registered actor's code calls ``record_activity`` (found in its compiled
-    methods), so an application that keeps its journal elsewhere and records from views
-    only is not bothered."""
+    """``self.record_activity`` writes the journal inside the actor's fenced commit when the
+    journal (``TILTTEK_ACTIVITY["DATABASE"]``) is the actor's own database, and through the
+    actor's outbox, shortly after the commit, when it is not. Says so (``I001``) when some
+    registered actor's code calls ``record_activity`` (found in its compiled methods) and
+    some of the actors' databases is not the journal's."""
     from django.apps import apps
 
     if not apps.is_installed("tilttek_activity"):
@@ -113,24 +114,23 @@ def check_journal_database(app_configs: Any = None, **kwargs: Any) -> list[Check
     ):
         return []  # the settings checks report those first
     journal = (user_settings() or {}).get("DATABASE", "default")
-    shards = solid_settings().shards
-    if shards == (journal,):
+    elsewhere = [alias for alias in solid_settings().shards if alias != journal]
+    if not elsewhere:
         return []
-    actors = ", ".join(repr(alias) for alias in shards)
     recording = sorted(
         spec.actor_type for spec in actor_types().values() if _calls(spec.cls, "record_activity")
     )
     if not recording:
         return []
+    aliases = ", ".join(repr(alias) for alias in elsewhere)
     return [
-        Error(
-            f"Actors {', '.join(recording)} call self.record_activity(), which writes the "
-            f"journal in their fenced commit on their own database ({actors}), but "
-            f'TILTTEK_ACTIVITY["DATABASE"] is {journal!r}.',
-            hint='Put the journal on the actors\' database (TILTTEK_ACTIVITY["DATABASE"]), or '
-            "record these activities from a view or a commit action instead (with shards, "
-            "the journal can be on one shard only).",
-            id="solid_objects.E012",
+        Info(
+            f"Actors {', '.join(recording)} call self.record_activity(); those on {aliases} "
+            f'reach the journal (TILTTEK_ACTIVITY["DATABASE"] = {journal!r}) through their '
+            "outbox, once per key, shortly after their turn commits, not inside it.",
+            hint="Expected with shards; put the journal on the actors' database for entries "
+            "written in the fenced commit itself (docs/activity.md).",
+            id="solid_objects.I001",
         )
     ]
 

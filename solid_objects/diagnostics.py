@@ -157,7 +157,7 @@ def _run(steps: list[_Step]) -> list[Finding]:
 
 
 def check_configuration(alias: str) -> Finding:
-    from django.core.checks import ERROR, run_checks
+    from django.core.checks import ERROR, WARNING, run_checks
 
     from .checks import TAG
 
@@ -165,9 +165,12 @@ def check_configuration(alias: str) -> Finding:
     errors = [m for m in messages if m.level >= ERROR]
     if errors:
         return Finding("configuration", FAIL, "; ".join(str(m.msg) for m in errors))
-    if messages:
-        return Finding("configuration", WARN, "; ".join(str(m.msg) for m in messages))
-    return Finding("configuration", OK, "SOLID_OBJECTS settings are valid")
+    warnings = [m for m in messages if m.level >= WARNING]
+    if warnings:
+        return Finding("configuration", WARN, "; ".join(str(m.msg) for m in warnings))
+    notes = [m for m in messages if m.level < WARNING]  # infos: facts, not problems
+    detail = "; ".join(["SOLID_OBJECTS settings are valid", *(str(m.msg) for m in notes)])
+    return Finding("configuration", OK, detail)
 
 
 def check_database(alias: str) -> Finding:

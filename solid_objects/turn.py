@@ -23,6 +23,7 @@ from tilttek_activity.staging import StagedActivities
 
 from . import cron, payloads
 from .conf import get_settings
+from .db.outbox import ACTOR_MESSAGE, RECORD_ACTIVITY
 from .errors import (
     ApplicationWriteForbidden,
     InvalidPayload,
@@ -151,7 +152,7 @@ class _SendProxy:
                 "idempotency_key": self._idempotency_key,
                 "available_at": self._available_at.isoformat() if self._available_at else None,
             }
-            return self._context._stage_effect("__actor_message__", body, None, None)
+            return self._context._stage_effect(ACTOR_MESSAGE, body, None, None)
 
         return stage
 
@@ -264,6 +265,8 @@ class TurnContext:
         self.message = message
         self.staged = Staged()
         self.max_depth = max_depth
+        #: Journal entries of this turn sent through the outbox (the journal lives elsewhere).
+        self._routed_activities = 0
 
     def _stage_effect(
         self, name: str, arguments: dict[str, Any], on_success: str | None, on_failure: str | None
@@ -350,14 +353,30 @@ class TurnContext:
         The default key is derived from the message id and the call's position in the turn,
         so every run of this turn stages the same keys and the commit, which happens at most
         once, writes each once."""
-        problem = _journal_problem(database_for(self.spec.actor_type, self.actor_id))
+        problem = _journal_problem()
         if problem is not None:
             error = ImproperlyConfigured(problem)
             # errors.is_retryable() reads this attribute; Django's exception declares none.
             error.retryable = False  # type: ignore[attr-defined]
             raise error
-        staged = self.staged.activities
-        draft = staged.stage(
+        home = database_for(self.spec.actor_type, self.actor_id)
+        position = len(self.staged.activities) + self._routed_activities
+        if home == activity_settings().DATABASE:
+            staged = self.staged.activities
+            draft = staged.stage(
+                member,
+                verb,
+                object=object,
+                quantity=quantity,
+                context=context,
+                occurred_at=occurred_at,
+                idempotency_key=idempotency_key,
+                derived_key=activity_key(self.message.id, position),
+            )
+            return draft.idempotency_key
+        # The journal is on another database: the entry travels through this actor's outbox
+        # (staged in the same fenced commit) and is written once per key after it commits.
+        draft = StagedActivities().stage(
             member,
             verb,
             object=object,
@@ -365,7 +384,23 @@ class TurnContext:
             context=context,
             occurred_at=occurred_at,
             idempotency_key=idempotency_key,
-            derived_key=activity_key(self.message.id, len(staged)),
+            derived_key=activity_key(self.message.id, position, database=home),
+        )
+        self._routed_activities += 1
+        self._stage_effect(
+            RECORD_ACTIVITY,
+            {
+                "member": draft.member,
+                "verb": draft.verb,
+                "object": draft.object,
+                "quantity": draft.quantity,
+                "context": draft.context,
+                # The turn's time, given, so a redelivery records the same entry.
+                "occurred_at": draft.occurred_at.isoformat(),
+                "idempotency_key": draft.idempotency_key,
+            },
+            None,
+            None,
         )
         return draft.idempotency_key
 
@@ -376,24 +411,20 @@ class TurnContext:
         self.staged.commit_actions.append(StagedCommitAction(name, arguments))
 
 
-def _journal_problem(actors: str) -> str | None:
-    """Why this process cannot record activity from a turn of an actor on the ``actors``
-    alias (the system check ``E012`` says so at start-up too), or None."""
+def _journal_problem() -> str | None:
+    """Why this process cannot record activity from a turn, or None."""
     if not apps.is_installed("tilttek_activity"):
         return "self.record_activity() needs 'tilttek_activity' in INSTALLED_APPS"
-    journal = activity_settings().DATABASE
-    if journal != actors:
-        return (
-            f"self.record_activity() writes in the fenced commit on {actors!r}, but "
-            f'TILTTEK_ACTIVITY["DATABASE"] is {journal!r}'
-        )
     return None
 
 
-def activity_key(message_id: int, position: int) -> str:
+def activity_key(message_id: int, position: int, database: str | None = None) -> str:
     """The idempotency key of a turn's ``position``-th ``record_activity`` (from 0) when the
-    handler gives none."""
-    return f"solid_objects:message:{message_id}:{position}"
+    handler gives none. An entry routed through the outbox names the actor's database:
+    message ids are numbered per database, and two shards' entries share one journal."""
+    if database is None:
+        return f"solid_objects:message:{message_id}:{position}"
+    return f"solid_objects:{database}:message:{message_id}:{position}"
 
 
 @dataclass(slots=True)

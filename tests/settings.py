@@ -104,11 +104,6 @@ if os.environ.get("SOLID_TEST_SETTINGS_JSON"):
     import json
 
     SOLID_OBJECTS.update(json.loads(os.environ["SOLID_TEST_SETTINGS_JSON"]))
-    if SOLID_OBJECTS.get("DATABASES"):
-        # A sharded worker subprocess: the test app's recording actors (tests.recorder) keep
-        # their journal on 'default' only, which E012 rightly refuses for shards; the
-        # sharded worker tests never run them.
-        SILENCED_SYSTEM_CHECKS = [*SILENCED_SYSTEM_CHECKS, "solid_objects.E012"]
 
 TILTTEK_ACTIVITY: dict[str, object] = {}
 

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from .dialect import Dialect
 
 ACTOR_MESSAGE = "__actor_message__"
+#: The effect that carries a journal entry of a turn whose actor is not on the journal's
+#: database (``self.record_activity``): written once per key by the effect worker.
+RECORD_ACTIVITY = "__record_activity__"
 
 
 @dataclass(slots=True)

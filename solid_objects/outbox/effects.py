@@ -44,7 +44,7 @@ from ..conf import get_settings
 from ..db import outbox as queries
 from ..db import rate_limits
 from ..db.connections import DEADLOCK_RETRIES, is_deadlock
-from ..db.outbox import ACTOR_MESSAGE, EffectRow
+from ..db.outbox import ACTOR_MESSAGE, RECORD_ACTIVITY, EffectRow
 from ..db.vendors import dialect_for
 from ..errors import (
     IdempotencyConflict,
@@ -61,7 +61,7 @@ from ..registry import (
 )
 from ..runtime.roles import Role
 from ..turn import describe_exception
-from . import actor_messages
+from . import actor_messages, journal_entries
 
 logger = logging.getLogger("solid_objects")
 
@@ -127,6 +127,13 @@ def execute(row: EffectRow, alias: str) -> Attempt:
     they are delivered when the attempt is recorded."""
     if row.name == ACTOR_MESSAGE:
         return _deliver_across(row, alias)
+    if row.name == RECORD_ACTIVITY:
+        try:
+            journal_entries.write(row)
+        except Exception as exc:
+            error = describe_exception(exc)
+            return Attempt(row, ok=False, error=error, retryable=is_retryable(exc))
+        return Attempt(row, ok=True)
     started = time.monotonic()
     handler = get_effect(row.name)
     if handler is None:

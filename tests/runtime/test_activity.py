@@ -205,19 +205,36 @@ def test_bad_input_fails_the_turn_at_once_without_retry(owner, field):
     assert not Entry.objects.filter(member=f"user:invalid-{field}").exists()
 
 
-@pytest.mark.filterwarnings("ignore:Overriding setting DATABASES")
-def test_a_journal_on_another_database_fails_the_turn_and_the_system_check(owner, settings):
-    settings.DATABASES = {**settings.DATABASES, "other": settings.DATABASES["default"]}
-    settings.TILTTEK_ACTIVITY = {"DATABASE": "other"}
+@pytest.mark.django_db(transaction=True, databases=["default", "shard_b"])
+def test_a_journal_on_another_database_gets_the_entries_through_the_outbox(owner, settings):
+    """No transaction spans two databases: the turn stages each entry as an effect in its
+    fenced commit, and the effect worker writes it once per key on the journal's alias."""
+    from django.core.checks import INFO
 
-    errors = [m for m in run_checks() if m.id == "solid_objects.E012"]
-    assert len(errors) == 1
-    assert "tests.recorder" in errors[0].msg
-    message = Recorder.ref("elsewhere").enqueue().record()
+    from solid_objects.models import Effect
+    from solid_objects.outbox.effects import run_pending_effects
+
+    settings.TILTTEK_ACTIVITY = {"DATABASE": "shard_b"}  # tests/settings.py's second alias
+    infos = [m for m in run_checks() if m.id == "solid_objects.I001"]
+    assert [m.level for m in infos] == [INFO]
+    assert "tests.recorder" in infos[0].msg
+
+    message = Recorder.ref("elsewhere").enqueue().record(times=2)
     run_once(message.instance_id, owner)
-    assert DeadLetter.objects.filter(message_id=message.id).exists()
+    assert message.result() is not None
+    keys = message.result()
+    assert keys == [activity_key(message.id, n, database="default") for n in range(2)]
+    assert not Entry.objects.filter(member="user:elsewhere").exists()  # not in the commit
+    assert Effect.objects.filter(name="__record_activity__").count() == 2
+    assert run_pending_effects() == 2
+    entries = Entry.objects.using("shard_b").filter(member="user:elsewhere")
+    assert sorted(entries.values_list("idempotency_key", flat=True)) == sorted(keys)
+    # A redelivery (an effect worker that died after writing) writes nothing more.
+    Effect.objects.update(status="pending", attempt_count=0)
+    assert run_pending_effects() == 2
+    assert entries.count() == 2
     settings.TILTTEK_ACTIVITY = {}
-    assert not [m for m in run_checks() if m.id == "solid_objects.E012"]
+    assert not [m for m in run_checks() if m.id == "solid_objects.I001"]
 
 
 # -- signals ----------------------------------------------------------------------------------

@@ -44,3 +44,28 @@ def test_a_worker_killed_between_the_two_commits_delivers_once(solid_settings, k
     drain()
     assert Message.objects.using("shard_b").filter(operation="hear").count() == 1
     assert [m["text"] for m in Messenger.ref(target).heard()] == ["once"]
+
+
+def test_actors_on_every_shard_record_activity_once_on_one_journal(solid_settings, settings):
+    """The journal on ``default``: an actor there writes its entries in its fenced commit, an
+    actor on ``shard_b`` through its outbox; each entry once, keys never colliding although
+    both databases number their messages from 1."""
+    from solid_objects.turn import activity_key
+    from tests.testapp.actors.journal import Recorder
+    from tilttek_activity.models import Entry
+
+    solid_settings(DATABASES=SHARDS)
+    settings.TILTTEK_ACTIVITY = {"DATABASE": "default"}
+    here = next(f"r{n}" for n in range(100) if database_for("tests.recorder", f"r{n}") == "default")
+    there = next(
+        f"r{n}" for n in range(100) if database_for("tests.recorder", f"r{n}") == "shard_b"
+    )
+    first = Recorder.ref(here).enqueue().record(times=2)
+    second = Recorder.ref(there).enqueue().record(times=2)
+    drain()
+    assert first.result() == [activity_key(first.id, n) for n in range(2)]
+    assert second.result() == [activity_key(second.id, n, database="shard_b") for n in range(2)]
+    for actor_id, keys in ((here, first.result()), (there, second.result())):
+        stored = Entry.objects.using("default").filter(member=f"user:{actor_id}")
+        assert sorted(stored.values_list("idempotency_key", flat=True)) == sorted(keys)
+    assert not Entry.objects.using("shard_b").exists()

@@ -192,9 +192,8 @@ def test_the_doctor_checks_every_shard_with_a_round_trip_on_each(sharded):
     for kind in ("worker", "effect", "reminder", "broadcast"):
         register_everywhere(kind)
     layers = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-    # The test settings keep the journal on "default" (W003: its tables on shard_b too) and
-    # the test app has an actor recording activity (E012 with shards): not in use here.
-    silenced = ["solid_objects.W003", "solid_objects.E012"]
+    # The test settings keep the journal on "default" (W003: its tables on shard_b too).
+    silenced = ["solid_objects.W003"]
     with override_settings(CHANNEL_LAYERS=layers, SILENCED_SYSTEM_CHECKS=silenced):
         findings = run_checks()
     by_shard = {(f.check, f.database): f for f in findings}

@@ -165,14 +165,16 @@ def test_a_sync_call_inside_another_shards_transaction_is_refused(sharded):
     assert not Instance.objects.using("shard_b").exists()
 
 
-def test_recording_actors_need_the_journal_on_their_shard(solid_settings, settings):
-    from django.core.checks import run_checks
+def test_recording_actors_off_the_journals_shard_are_told_so(solid_settings, settings):
+    from django.core.checks import INFO, run_checks
 
     solid_settings(DATABASES=SHARDS)
     settings.TILTTEK_ACTIVITY = {"DATABASE": "default"}
-    errors = [m for m in run_checks() if m.id == "solid_objects.E012"]
-    assert len(errors) == 1
-    assert "'shard_b'" in errors[0].msg
+    infos = [m for m in run_checks() if m.id == "solid_objects.I001"]
+    assert len(infos) == 1
+    assert infos[0].level == INFO
+    assert "'shard_b'" in infos[0].msg
+    assert "those on 'shard_b' reach" in infos[0].msg
 
 
 def test_a_bad_shard_list_fails_the_system_checks(solid_settings):
