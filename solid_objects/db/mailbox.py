@@ -1,10 +1,13 @@
-"""Enqueue, statement by statement: allocate the actor's next sequence, insert the message
-and its ready membership, find a message by its idempotency key.
+"""Enqueue, statement by statement: allocate the actors' next sequences, insert the
+messages and their ready memberships, find messages by their idempotency keys.
 
-The sequence is taken on the instance row, whose lock (held until the enqueuing
-transaction ends) serialises enqueues per actor. PostgreSQL and SQLite create-or-bump the
-row with ``ON CONFLICT ... RETURNING``; MySQL bumps an existing row with one ``UPDATE`` and
-serialises the creation of a new one with a named lock (see :func:`allocate_sequence_mysql`).
+The sequences are taken on the instance row, whose lock (held until the enqueuing
+transaction ends) serialises enqueues per actor. PostgreSQL does everything of one enqueue,
+or of a whole batch, in one statement with data-modifying CTEs (:data:`APPEND_ONE_POSTGRESQL`,
+:data:`APPEND_POSTGRESQL`), the mailbox limit included. SQLite creates-or-bumps the rows
+with ``ON CONFLICT ... RETURNING``; MySQL bumps existing rows with one ``UPDATE`` and
+serialises the creation of a new one with a named lock (see :func:`allocate_sequence_mysql`);
+MariaDB reads the sequence back in the message's own ``INSERT ... RETURNING``.
 """
 
 from __future__ import annotations
@@ -25,18 +28,8 @@ logger = logging.getLogger("solid_objects")
 #: while one creator's INSERT runs.
 CREATION_LOCK_WAIT = 60
 
-#: Create the instance row or take its next sequence, returning ``(id, sequence,
-#: state_revision)`` (PostgreSQL: the conflict target is updated through its alias).
-ALLOCATE_SEQUENCE_POSTGRESQL = (
-    "INSERT INTO {t_instances} AS i (actor_type, actor_id, state, state_version, "
-    "next_message_sequence, activation_generation, state_revision, created_at, updated_at) "
-    "VALUES (%(actor_type)s, %(actor_id)s, '{{}}', %(state_version)s, 2, 0, 0, {now}, {now}) "
-    "ON CONFLICT (actor_type, actor_id) DO UPDATE SET "
-    "next_message_sequence = i.next_message_sequence + 1 "
-    "RETURNING i.id, i.next_message_sequence - 1, i.state_revision"
-)
-
-#: The same on SQLite.
+#: SQLite: create the instance row or take its next sequence, returning ``(id, sequence,
+#: state_revision)``.
 ALLOCATE_SEQUENCE_SQLITE = (
     "INSERT INTO {t_instances} (actor_type, actor_id, state, state_version, "
     "next_message_sequence, activation_generation, state_revision, created_at, updated_at) "
@@ -101,18 +94,6 @@ INSERT_READY = (
     "VALUES (%(message_id)s, %(instance_id)s, %(sequence)s, {available_at}, {now})"
 )
 
-#: PostgreSQL: both rows in one statement, returning the message id (``{notify}``: a
-#: ``NOTIFY`` sent when the enqueue commits, or nothing).
-INSERT_MESSAGE_POSTGRESQL = (
-    "WITH m AS (" + INSERT_MESSAGE + " RETURNING id, available_at), "
-    "r AS (INSERT INTO {t_ready} (message_id, instance_id, sequence, available_at, "
-    "created_at) SELECT id, %(instance_id)s, %(sequence)s, available_at, {now} FROM m) "
-    "SELECT id{notify} FROM m"
-)
-
-#: The ``NOTIFY`` of :data:`INSERT_MESSAGE_POSTGRESQL` (new actor work).
-NOTIFY_WORK = ", pg_notify(%(channel)s, '')"
-
 #: Messages in the mailbox (ready or claimed).
 MAILBOX_LENGTH = (
     "SELECT (SELECT COUNT(*) FROM {t_ready} WHERE instance_id = %(instance_id)s) + "
@@ -132,15 +113,6 @@ FIND_MESSAGE_BY_KEY = (
     "WHERE i.actor_type = %(actor_type)s AND i.actor_id = %(actor_id)s "
     "AND m.idempotency_key = %(idempotency_key)s"
 )
-
-
-def allocate_sequence_postgresql(
-    dialect: Dialect, cursor: Any, actor_type: str, actor_id: str, state_version: int
-) -> tuple[int, int, int]:
-    """One ``INSERT ... ON CONFLICT ... RETURNING``."""
-    return _allocate_returning(
-        dialect, cursor, ALLOCATE_SEQUENCE_POSTGRESQL, actor_type, actor_id, state_version
-    )
 
 
 def allocate_sequence_sqlite(
@@ -357,46 +329,6 @@ def append_message_mysql(dialect: Dialect, cursor: Any, message: NewMessage, cap
         ready["available_at"] = values["available_at"]
     cursor.execute(render(dialect, INSERT_READY, available_at=at_sql), ready)
     return [(message_id, instance_id, sequence)]
-
-
-def insert_message_postgresql(
-    dialect: Dialect,
-    cursor: Any,
-    *,
-    instance_id: int,
-    actor_type: str,
-    actor_id: str,
-    sequence: int,
-    operation: str,
-    delivery_mode: str,
-    arguments: str,
-    max_attempts: int,
-    request_id: str,
-    idempotency_key: str | None,
-    available_at: datetime | None,
-    notify_channel: str | None = None,
-) -> int:
-    """Both rows in one statement; ``notify_channel``: hint the workers on commit."""
-    at_sql, params = _message_params(
-        dialect,
-        available_at,
-        instance_id=instance_id,
-        actor_type=actor_type,
-        actor_id=actor_id,
-        sequence=sequence,
-        operation=operation,
-        delivery_mode=delivery_mode,
-        arguments=arguments,
-        max_attempts=max_attempts,
-        request_id=request_id,
-        idempotency_key=idempotency_key,
-        channel=notify_channel,
-    )
-    notify = NOTIFY_WORK if notify_channel is not None else ""
-    cursor.execute(
-        render(dialect, INSERT_MESSAGE_POSTGRESQL, available_at=at_sql, notify=notify), params
-    )
-    return int(cursor.fetchone()[0])
 
 
 def mailbox_length(dialect: Dialect, cursor: Any, instance_id: int) -> int:

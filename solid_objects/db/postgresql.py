@@ -7,7 +7,6 @@ turn, are one autocommit statement each (:attr:`single_statement_commit`).
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from . import claims, leases, mailbox
@@ -54,39 +53,6 @@ class PostgreSQLDialect(CommonDialect):
         )
         return None  # SET LOCAL ends with the transaction
 
-    def insert_message(
-        self,
-        cursor: Any,
-        *,
-        instance_id: int,
-        actor_type: str,
-        actor_id: str,
-        sequence: int,
-        operation: str,
-        delivery_mode: str,
-        arguments: str,
-        max_attempts: int,
-        request_id: str,
-        idempotency_key: str | None,
-        available_at: datetime | None,
-    ) -> int:
-        return mailbox.insert_message_postgresql(
-            self,
-            cursor,
-            instance_id=instance_id,
-            actor_type=actor_type,
-            actor_id=actor_id,
-            sequence=sequence,
-            operation=operation,
-            delivery_mode=delivery_mode,
-            arguments=arguments,
-            max_attempts=max_attempts,
-            request_id=request_id,
-            idempotency_key=idempotency_key,
-            available_at=available_at,
-            notify_channel=CHANNEL if self.notify else None,
-        )
-
     def append_messages(self, cursor: Any, messages: list[NewMessage], cap: int) -> Appended:
         return mailbox.append_messages_postgresql(
             self, cursor, messages, cap, notify_channel=CHANNEL if self.notify else None
@@ -98,7 +64,6 @@ class PostgreSQLDialect(CommonDialect):
         )
 
     # The variant of each step PostgreSQL runs where it is not the common one.
-    allocate_sequence = mailbox.allocate_sequence_postgresql
     acquire_lease = leases.acquire_lease_postgresql
     acquire_and_claim = claims.acquire_and_claim_postgresql
     claim_next = claims.claim_next_postgresql
