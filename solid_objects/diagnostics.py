@@ -6,7 +6,7 @@ non-zero):
 1. **configuration**: the ``solid_objects`` system checks (settings) pass;
 2. **database**: vendor and version are supported (PostgreSQL 14+, MySQL 8.0+, MariaDB
    10.6+, SQLite 3.35+);
-3. **schema**: the ten tables exist with the configured ``TABLE_PREFIX`` and no
+3. **schema**: the eleven tables exist with the configured ``TABLE_PREFIX`` and no
    ``solid_objects`` migration is unapplied;
 4. **wake-ups**: the configured transport answers its probe (a failure with ``"auto"`` only
    warns: workers fall back to polling);
@@ -64,6 +64,7 @@ TABLES = (
     "broadcasts",
     "dead_letters",
     "rate_limits",
+    "shard_agreement",
 )
 
 

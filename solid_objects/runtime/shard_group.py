@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..conf import get_settings
-from ..errors import SolidObjectsError
+from ..errors import UnknownDatabase
 from . import lifecycle
 from .supervisor import Supervisor
 
@@ -37,8 +37,9 @@ logger = logging.getLogger("solid_objects")
 WATCH_TICK = 0.5
 
 
-class NotAShard(SolidObjectsError, ValueError):
-    """A worker's ``--database`` names an alias that holds no actors."""
+class NotAShard(UnknownDatabase, ValueError):
+    """A worker's ``--database`` names an alias that holds no actors (an
+    :class:`~solid_objects.errors.UnknownDatabase`, as the operator commands raise)."""
 
 
 def served_aliases(database: str | None = None) -> tuple[str, ...]:
@@ -51,7 +52,9 @@ def served_aliases(database: str | None = None) -> tuple[str, ...]:
         known = ", ".join(repr(alias) for alias in shards)
         raise NotAShard(
             f"--database {database!r} is not a database that holds actors (the shards are "
-            f'{known}: SOLID_OBJECTS["DATABASES"], or SOLID_OBJECTS["DATABASE"] unsharded)'
+            f'{known}: SOLID_OBJECTS["DATABASES"], or SOLID_OBJECTS["DATABASE"] unsharded)',
+            alias=database,
+            known=shards,
         )
     return (database,)
 
