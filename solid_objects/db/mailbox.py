@@ -252,7 +252,20 @@ def append_message(dialect: Dialect, cursor: Any, message: NewMessage, cap: int)
     # sequence - revision messages: count only when that could reach the cap.
     if sequence - revision > cap and dialect.mailbox_length(cursor, instance_id) >= cap:
         return MailboxFullAt(message.actor_type, message.actor_id)
-    message_id = dialect.insert_message(
+    return [
+        (
+            _insert_history_row(dialect, cursor, message, instance_id, sequence),
+            instance_id,
+            sequence,
+        )
+    ]
+
+
+def _insert_history_row(
+    dialect: Dialect, cursor: Any, message: NewMessage, instance_id: int, sequence: int
+) -> int:
+    """The message's history row at ``sequence`` of ``instance_id``; its id."""
+    return dialect.insert_message(
         cursor,
         instance_id=instance_id,
         actor_type=message.actor_type,
@@ -266,7 +279,6 @@ def append_message(dialect: Dialect, cursor: Any, message: NewMessage, cap: int)
         idempotency_key=message.idempotency_key,
         available_at=message.available_at,
     )
-    return [(message_id, instance_id, sequence)]
 
 
 def append_message_mysql(dialect: Dialect, cursor: Any, message: NewMessage, cap: int) -> Appended:
@@ -288,20 +300,7 @@ def append_message_mysql(dialect: Dialect, cursor: Any, message: NewMessage, cap
             instance_id = int(cursor.lastrowid)
         else:
             instance_id, sequence, _ = created
-            message_id = dialect.insert_message(
-                cursor,
-                instance_id=instance_id,
-                actor_type=message.actor_type,
-                actor_id=message.actor_id,
-                sequence=sequence,
-                operation=message.operation,
-                delivery_mode=message.delivery_mode,
-                arguments=message.arguments,
-                max_attempts=message.max_attempts,
-                request_id=message.request_id,
-                idempotency_key=message.idempotency_key,
-                available_at=message.available_at,
-            )
+            message_id = _insert_history_row(dialect, cursor, message, instance_id, sequence)
             return [(message_id, instance_id, sequence)]
     else:
         instance_id = int(cursor.lastrowid)
