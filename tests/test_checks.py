@@ -61,7 +61,7 @@ def test_every_setting_is_validated_and_named(key: str) -> None:
     assert any(name(key) in m.msg for m in messages)
 
 
-@pytest.mark.django_db  # Django 6.1's model checks ask SQLite whether it supports JSON
+@pytest.mark.django_db(databases=["default", "shard_b"])  # Django 6.1 asks each SQLite db: JSON?
 def test_manage_py_check_refuses_to_start() -> None:
     with (
         override_settings(SOLID_OBJECTS={"LEASE_DURATION": -1}),
