@@ -339,5 +339,6 @@ def test_a_turn_redelivered_after_its_worker_is_killed_records_once(commands, tm
     assert commands.terminate(second) == 0, commands.log(second)
 
 
+@pytest.mark.django_db(transaction=True, databases=["default", "shard_b"])  # as test_checks.py
 def test_check_command_passes_with_the_journal_on_the_actors_database():
     call_command("check")
