@@ -523,6 +523,32 @@ def _copy_memberships(
         )
 
 
+def _copy_outbox_rows(
+    model: Any,
+    key: str,
+    found: list[Any],
+    alias: str,
+    message_ids: dict[int, int],
+    instance_id: int,
+) -> None:
+    """Copy outbox rows (effects or broadcasts) the target lacks, by their stable ``key``:
+    unclaimed, a row in processing back to pending."""
+    present = _existing(model.objects.using(alias), key, [getattr(row, key) for row in found])
+    for row in found:
+        if getattr(row, key) in present:
+            continue
+        status = model.Status.PENDING if row.status == model.Status.PROCESSING else row.status
+        _insert(
+            row,
+            alias,
+            message_id=message_ids[row.message_id],
+            instance_id=instance_id,
+            status=status,
+            claimed_by_id=None,
+            claimed_at=None,
+        )
+
+
 def _copy_outbox(
     alias: str, instance_id: int, rows: ActorRows, message_ids: dict[int, int]
 ) -> None:
@@ -532,37 +558,5 @@ def _copy_outbox(
     for reminder in rows.reminders:
         if reminder.name not in names:
             _insert(reminder, alias, instance_id=instance_id, claimed_by_id=None, claimed_at=None)
-    effects = _existing(
-        Effect.objects.using(alias), "effect_id", [effect.effect_id for effect in rows.effects]
-    )
-    for effect in rows.effects:
-        if effect.effect_id in effects:
-            continue
-        status = effect.status
-        _insert(
-            effect,
-            alias,
-            message_id=message_ids[effect.message_id],
-            instance_id=instance_id,
-            status=Effect.Status.PENDING if status == Effect.Status.PROCESSING else status,
-            claimed_by_id=None,
-            claimed_at=None,
-        )
-    broadcasts = _existing(
-        Broadcast.objects.using(alias),
-        "broadcast_id",
-        [broadcast.broadcast_id for broadcast in rows.broadcasts],
-    )
-    for broadcast in rows.broadcasts:
-        if broadcast.broadcast_id in broadcasts:
-            continue
-        status = broadcast.status
-        _insert(
-            broadcast,
-            alias,
-            message_id=message_ids[broadcast.message_id],
-            instance_id=instance_id,
-            status=Broadcast.Status.PENDING if status == Broadcast.Status.PROCESSING else status,
-            claimed_by_id=None,
-            claimed_at=None,
-        )
+    _copy_outbox_rows(Effect, "effect_id", rows.effects, alias, message_ids, instance_id)
+    _copy_outbox_rows(Broadcast, "broadcast_id", rows.broadcasts, alias, message_ids, instance_id)
