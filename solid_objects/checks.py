@@ -57,6 +57,7 @@ COUNTS = frozenset(
     {
         "MAX_MESSAGES_PER_ACTIVATION_PASS",
         "MAX_TURNS_PER_COMMIT",
+        "MAX_ACTORS_PER_COMMIT",
         "MAX_MAILBOX_LENGTH",
         "MAX_ATTEMPTS",
         "MAX_PAYLOAD_BYTES",

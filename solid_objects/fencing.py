@@ -32,7 +32,7 @@ from .conf import get_settings
 from .db.dialect import Dialect
 from .db.notify import notify_enabled
 from .db.notify import send as send_hint
-from .db.rows import Completion, LeaseRow, MessageRow
+from .db.rows import BatchedTurn, Completion, LeaseRow, MessageRow
 from .errors import LostActivation, is_retryable
 from .lease import claim_runnable
 from .registry import effect_max_attempts, get_commit_action
@@ -76,18 +76,7 @@ def commit_group(
     revision = (
         successful[-1].message.sequence if successful and write_state else lease.state_revision
     )
-    completions = [
-        Completion(
-            message_id=o.message.id,
-            result=o.result_json if o.kind == "completed" else None,
-            rejection=payloads.encode(o.rejection.as_dict(), what="rejection")
-            if o.kind == "rejected" and o.rejection is not None
-            else None,
-            claimed=o is outcomes[0],
-        )
-        for o in outcomes
-        if o.kind != "failed"
-    ]
+    completions = [_completion(o, claimed=o is outcomes[0]) for o in outcomes if o.kind != "failed"]
     journal = [o.staged.activities for o in outcomes if o.kind == "completed" and o.staged]
     if (
         dialect.single_statement_commit
@@ -122,6 +111,76 @@ def commit_group(
     activation.dirty = False
     lease.state_revision = revision
     return next_message
+
+
+def _completion(outcome: TurnOutcome, *, claimed: bool) -> Completion:
+    """What the commit writes for a finished (completed or rejected) turn."""
+    return Completion(
+        message_id=outcome.message.id,
+        result=outcome.result_json if outcome.kind == "completed" else None,
+        rejection=payloads.encode(outcome.rejection.as_dict(), what="rejection")
+        if outcome.kind == "rejected" and outcome.rejection is not None
+        else None,
+        claimed=claimed,
+    )
+
+
+def joins_batch(outcomes: Sequence[TurnOutcome]) -> bool:
+    """Whether a claimed turn may commit together with other actors' turns
+    (:func:`commit_batch`): it finished and staged nothing (no effect, message, reminder,
+    commit action, journal entry or broadcast)."""
+    return (
+        len(outcomes) == 1
+        and outcomes[0].kind in ("completed", "rejected")
+        and not outcomes[0].staged
+        and not outcomes[0].broadcasts
+    )
+
+
+def commit_batch(
+    alias: str, dialect: Dialect, ran: Sequence[tuple[Activation, TurnOutcome]]
+) -> set[int]:
+    """The fenced commit of one claimed turn of each of several actors (leased together,
+    under one token), releasing their leases: one autocommit statement on PostgreSQL, one
+    short transaction elsewhere. Each actor's fence is checked on its own; the instance ids
+    whose fence held are returned, and only their turns were written."""
+    if not ran:
+        return set()
+    turns = []
+    for activation, outcome in ran:
+        lease = activation.lease
+        write_state = activation.dirty
+        revision = (
+            outcome.message.sequence
+            if write_state and outcome.kind == "completed" and not outcome.is_query
+            else lease.state_revision
+        )
+        completion = _completion(outcome, claimed=True)
+        turns.append(
+            BatchedTurn(
+                instance_id=lease.instance_id,
+                generation=lease.generation,
+                message_id=outcome.message.id,
+                state=activation.state_json if write_state else None,
+                state_version=activation.stored_state_version,
+                state_revision=revision,
+                result=completion.result,
+                rejection=completion.rejection,
+            )
+        )
+    lease = ran[0][0].lease
+    connection = connections[alias]
+    if dialect.single_statement_commit and not connection.in_atomic_block:
+        with connection.cursor() as cursor:
+            fenced = dialect.commit_batch(cursor, turns, owner_id=lease.owner_id, token=lease.token)
+    else:
+        with transaction.atomic(using=alias), connection.cursor() as cursor:
+            fenced = dialect.commit_batch(cursor, turns, owner_id=lease.owner_id, token=lease.token)
+    for (activation, _outcome), turn in zip(ran, turns, strict=True):
+        if turn.instance_id in fenced:
+            activation.dirty = False
+            activation.lease.state_revision = turn.state_revision
+    return fenced
 
 
 def _lost(lease: LeaseRow) -> LostActivation:
@@ -405,10 +464,16 @@ def _write_broadcasts(
 
 # -- after the commit ------------------------------------------------------------------------
 def after_commit(
-    activation: Activation, outcomes: list[TurnOutcome], own_message: int | None = None
-) -> None:
+    activation: Activation,
+    outcomes: list[TurnOutcome],
+    own_message: int | None = None,
+    *,
+    result_hint: bool = True,
+) -> bool:
     """Signals and wake-ups of a committed group. ``own_message`` is the message of the sync
-    caller running this pass (it needs no hint)."""
+    caller running this pass (it needs no hint). Returns whether another process may wait
+    for one of these outcomes; ``result_hint=False`` leaves that hint to the caller (a
+    batch of several actors sends one)."""
     for outcome in outcomes:
         _signal_outcome(activation.lease, outcome)
         if outcome.kind == "completed" and outcome.staged:
@@ -423,12 +488,20 @@ def after_commit(
         activation.handed_off = False
         publish("work")
         publish("result")
-    if any(o.message.delivery_mode == "sync" and o.message.id != own_message for o in outcomes):
-        # Another process may be waiting for one of these outcomes.
-        try:
-            publish_result(activation.alias)
-        except Exception:
-            logger.debug("result hint not sent", exc_info=True)
+    waited = any(
+        o.message.delivery_mode == "sync" and o.message.id != own_message for o in outcomes
+    )
+    if waited and result_hint:
+        send_result_hint(activation.alias)
+    return waited
+
+
+def send_result_hint(alias: str) -> None:
+    """Another process may be waiting for an outcome just committed: ring it (best effort)."""
+    try:
+        publish_result(alias)
+    except Exception:
+        logger.debug("result hint not sent", exc_info=True)
 
 
 def _signal_outcome(lease: LeaseRow, outcome: TurnOutcome) -> None:

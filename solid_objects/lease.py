@@ -24,6 +24,7 @@ from .conf import get_settings
 from .db.dialect import Dialect
 from .db.rows import LeaseRow, MessageRow
 from .db.vendors import dialect_for
+from .errors import StateMigrationError, UnknownActorType
 from .pause_points import pause_point
 
 logger = logging.getLogger("solid_objects")
@@ -117,6 +118,64 @@ def _acquire_in_one_statement(
     activation = activate(alias, Claim(lease, first), cache)
     activation.more_due = more_due
     return activation
+
+
+def acquire_batch(
+    alias: str,
+    owner_id: str,
+    instance_ids: list[int],
+    limit: int,
+    cache: ActivationCache | None = None,
+) -> list[Activation]:
+    """Lease up to ``limit`` of ``instance_ids`` under one token and claim each one's first
+    turn together (one statement on PostgreSQL), then build the actors. The rare leases
+    that need more (a claim left by a dead activation, a message out of attempts, a head
+    no longer due) are finished one by one, as :func:`acquire` would."""
+    connection = connections[alias]
+    dialect = dialect_for(connection)
+    options: dict[str, Any] = {
+        "limit": limit,
+        "owner_id": owner_id,
+        "token": str(uuid.uuid4()),
+        "lease_seconds": get_settings().LEASE_DURATION,
+        "cached": cache.revisions_of(instance_ids) if cache is not None else None,
+    }
+    claims: list[Claim] = []
+    if dialect.single_statement_commit and not connection.in_atomic_block:
+        with connection.cursor() as cursor:
+            taken = dialect.claim_batch(cursor, instance_ids, **options)
+            pause_point("batch.after_claim")
+            for lease, first in taken:
+                if _unfinished(lease, first):
+                    first = _finish_claim(cursor, alias, dialect, lease, first)
+                if first is not None:
+                    claims.append(Claim(lease, first))
+    else:
+        with transaction.atomic(using=alias), connection.cursor() as cursor:
+            taken = dialect.claim_batch(cursor, instance_ids, **options)
+            pause_point("batch.after_claim")
+            for lease, first in taken:
+                if _unfinished(lease, first):
+                    if lease.has_stale_claim:
+                        recover_stale_claim(cursor, dialect, lease)
+                    first = claim_runnable(cursor, dialect, lease, first)
+                    if first is None:
+                        dialect.release(cursor, lease)
+                if first is not None:
+                    claims.append(Claim(lease, first))
+    activations = []
+    for claim in claims:
+        try:
+            activations.append(activate(alias, claim, cache))
+        except (StateMigrationError, UnknownActorType):
+            continue  # refused and released (logged by ``activate``)
+        activations[-1].more_due = False  # it runs one turn, alone in its group
+    return activations
+
+
+def _unfinished(lease: LeaseRow, first: MessageRow | None) -> bool:
+    """The batch claim left this lease to be finished on its own."""
+    return lease.has_stale_claim or first is None or first.attempt_count > first.max_attempts
 
 
 def _finish_claim(

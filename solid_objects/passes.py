@@ -35,6 +35,11 @@ from .turn import TurnOutcome, describe_exception, run_turn
 logger = logging.getLogger("solid_objects")
 
 
+#: A group that already ran: its outcomes, and the activation's committed
+#: ``(state_json, dirty, observed)`` from before it (restored if its commit fails).
+Ran = tuple[list[TurnOutcome], tuple[str, bool, dict[str, object]]]
+
+
 @dataclass
 class PassResult:
     outcomes: dict[int, TurnOutcome] = field(default_factory=dict)
@@ -138,12 +143,16 @@ class _Drain:
     result: PassResult = field(default_factory=PassResult)
     solo_until: int = 0  # after a failed group commit, its turns are rerun one commit each
 
-    def step(self, first: MessageRow) -> MessageRow | None:
-        """Run and commit one group starting at ``first``; the next claimed turn, if any."""
+    def step(self, first: MessageRow, ran: Ran | None = None) -> MessageRow | None:
+        """Run and commit one group starting at ``first``; the next claimed turn, if any.
+        ``ran``: the group already ran (its outcomes, and what was committed before it)."""
         activation = self.activation
-        committed = (activation.state_json, activation.dirty, dict(activation.observed))
-        group = [first, *self._read_ahead(first)]
-        outcomes = run_group(activation, group, get_settings().MAX_COMMIT_DELAY)
+        if ran is None:
+            committed = (activation.state_json, activation.dirty, dict(activation.observed))
+            group = [first, *self._read_ahead(first)]
+            outcomes = run_group(activation, group, get_settings().MAX_COMMIT_DELAY)
+        else:
+            outcomes, committed = ran
         reached_stop = self.stop_after is not None and any(
             o.message.id == self.stop_after for o in outcomes
         )
@@ -255,17 +264,49 @@ class _Drain:
             return failed, next_first
 
     def _lost(self) -> None:
-        lease = self.activation.lease
         self.result.lost = True
-        if self.cache is not None:
-            self.cache.evict(lease.instance_id)
-        signals.send(
-            signals.activation_lost,
-            actor_type=lease.actor_type,
-            actor_id=lease.actor_id,
-            instance_id=lease.instance_id,
-            generation=lease.generation,
-        )
+        lost(self.activation, self.cache)
+
+
+def lost(activation: Activation, cache: ActivationCache | None) -> None:
+    """The activation's fence failed at its commit: forget the actor object and say so."""
+    lease = activation.lease
+    if cache is not None:
+        cache.evict(lease.instance_id)
+    signals.send(
+        signals.activation_lost,
+        actor_type=lease.actor_type,
+        actor_id=lease.actor_id,
+        instance_id=lease.instance_id,
+        generation=lease.generation,
+    )
+
+
+def finish_pass(
+    activation: Activation,
+    ran: Ran,
+    *,
+    should_stop: Callable[[], bool] | None = None,
+    cache: ActivationCache | None = None,
+) -> PassResult:
+    """The pass of an actor whose claimed turn already ran in a batch of several actors
+    but must commit on its own (it staged writes, failed, or the batch was refused): its
+    group is committed as usual, and the pass goes on from there."""
+    settings = get_settings()
+    drain = _Drain(
+        activation,
+        dialect_for(connections[activation.alias]),
+        _Budget(settings.MAX_MESSAGES_PER_ACTIVATION_PASS, settings.MAX_ACTIVATION_DURATION),
+        stop_after=None,
+        should_stop=should_stop,
+        others_waiting=None,
+        cache=cache,
+    )
+    first: MessageRow | None = drain.step(ran[0][0].message, ran)
+    while first is not None:
+        first = drain.step(first)
+    shelve(activation, cache, lost=drain.result.lost, processed=drain.result.processed)
+    return drain.result
 
 
 def run_group(

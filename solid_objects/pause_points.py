@@ -25,6 +25,11 @@ The points, in protocol order (docs/protocol.md explains each step):
     it commits (the instance row lock is held).
 ``turn.before_commit``
     the turns of a group ran; their fenced commit is about to start.
+``batch.after_claim``
+    a worker leased several cold actors and claimed their first turns together (on
+    PostgreSQL committed; elsewhere inside that transaction), before any of them runs.
+``batch.before_commit``
+    the claimed turns of such a batch ran; their commit together is about to start.
 ``cleanup.before_instance``
     dead-process cleanup, before it locks one instance the dead processes held.
 ``cleanup.before_mark_stopped``
@@ -52,6 +57,8 @@ POINTS = frozenset(
         "acquire.before_recovery",
         "acquire.recovered",
         "turn.before_commit",
+        "batch.after_claim",
+        "batch.before_commit",
         "cleanup.before_instance",
         "cleanup.before_mark_stopped",
         "renew.before",

@@ -4,7 +4,7 @@ SQLite share (PostgreSQL folds those into CTEs, see ``postgresql.py``)."""
 
 from __future__ import annotations
 
-from . import claims, instances, leases, mailbox, processes
+from . import batches, claims, instances, leases, mailbox, processes
 from . import fence as fenced_commit
 from .dialect import Dialect
 
@@ -35,6 +35,9 @@ class CommonDialect(Dialect):
     unclaim_to_ready = claims.unclaim_to_ready
     set_attempts = claims.set_attempts
     uncount_attempt = claims.uncount_attempt
+    # several actors at once
+    claim_batch = batches.claim_batch
+    commit_batch = batches.commit_batch
     # the fenced commit and what a turn staged
     fence = fenced_commit.fence
     complete = fenced_commit.complete

@@ -32,6 +32,7 @@ from ..conf import table
 from ..payloads import MAX_DEPTH
 from .rows import (
     Appended,
+    BatchedTurn,
     Completion,
     JoinedWrite,
     LeaseRow,
@@ -237,9 +238,12 @@ class Dialect:
         raise NotImplementedError
 
     # -- finding work and leasing an actor (db/leases.py) -------------------------------------
-    def due_instances(self, cursor: Any, limit: int, work: WorkFilter | None = None) -> list[int]:
+    def due_instances(
+        self, cursor: Any, limit: int, work: WorkFilter | None = None
+    ) -> dict[int, int]:
         """Instances whose head (lowest-sequence ready message) is due, oldest work first,
-        among those ``work`` takes (a non-locking scan)."""
+        among those ``work`` takes (a non-locking scan of ``limit`` due messages), each
+        with how many of its due messages the scan saw."""
         raise NotImplementedError
 
     def others_due(self, cursor: Any, instance_id: int, work: WorkFilter | None = None) -> bool:
@@ -283,6 +287,31 @@ class Dialect:
         dead activation left a claimed row: the caller then recovers it in a transaction)
         and whether another due message follows (so a group knows whether to read ahead).
         """
+        raise NotImplementedError
+
+    def claim_batch(
+        self,
+        cursor: Any,
+        instance_ids: Sequence[int],
+        *,
+        limit: int,
+        owner_id: str,
+        token: str,
+        lease_seconds: float,
+        cached: dict[int, int] | None = None,
+    ) -> list[tuple[LeaseRow, MessageRow | None]]:
+        """Lease up to ``limit`` free candidates (in order, skipping locked ones) under one
+        ``token``, and claim the due head of each: one pair per lease taken, its message
+        ``None`` when a dead activation left a claimed row or the head is not due (the
+        caller finishes those one by one). PostgreSQL: one autocommit statement."""
+        raise NotImplementedError
+
+    def commit_batch(
+        self, cursor: Any, turns: Sequence[BatchedTurn], *, owner_id: str, token: str
+    ) -> set[int]:
+        """The fenced commit of one turn per actor for several actors, releasing their
+        leases: each instance's fence is checked on its own; only the fenced ones are
+        written, and their ids returned. PostgreSQL: one autocommit statement."""
         raise NotImplementedError
 
     def hold_lease(self, cursor: Any, lease: LeaseRow) -> bool:

@@ -144,18 +144,21 @@ def _work(dialect: Dialect, work: WorkFilter | None) -> tuple[dict[str, str], di
 
 def due_instances(
     dialect: Dialect, cursor: Any, limit: int, work: WorkFilter | None = None
-) -> list[int]:
+) -> dict[int, int]:
     """Turns run strictly in order, so an actor can run only when its head is due. Due
     messages behind a head that is not (a retry backing off, a message scheduled for
     later) are left out: otherwise actors waiting for a retry would fill the candidate
     window on every poll, cost a lease and a release each time, and starve actors that do
-    have work. The head is one probe of the ``(instance_id, sequence)`` index."""
+    have work. The head is one probe of the ``(instance_id, sequence)`` index.
+
+    Returns each instance with the number of its due messages the window saw, oldest work
+    first: an actor seen once is likely cold (one message), one seen often is hot."""
     fragments, params = _work(dialect, work)
     cursor.execute(render(dialect, DUE_INSTANCES, **fragments), {**params, "limit": limit})
-    seen: dict[int, None] = {}
+    seen: dict[int, int] = {}
     for (instance_id,) in cursor.fetchall():
-        seen.setdefault(int(instance_id), None)
-    return list(seen)
+        seen[int(instance_id)] = seen.get(int(instance_id), 0) + 1
+    return seen
 
 
 def others_due(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import claims, leases, mailbox
+from . import batches, claims, leases, mailbox
 from . import fence as fenced_commit
 from .common import CommonDialect
 from .dialect import Later
@@ -70,3 +70,5 @@ class PostgreSQLDialect(CommonDialect):
     fence = fenced_commit.fence_postgresql
     dead_letter = fenced_commit.dead_letter_postgresql
     commit_group = fenced_commit.commit_group_postgresql
+    claim_batch = batches.claim_batch_postgresql
+    commit_batch = batches.commit_batch_postgresql

@@ -69,6 +69,22 @@ class Completion:
     claimed: bool = False  # the turn's claimed row (attempt already counted)
 
 
+@dataclass(frozen=True, slots=True)
+class BatchedTurn:
+    """One actor's turn in a commit of several actors (``fence.commit_batch``): the lease's
+    generation and claimed message, the state to write (``None``: unchanged) and the
+    outcome (result or rejection, JSON text)."""
+
+    instance_id: int
+    generation: int
+    message_id: int
+    state: str | None
+    state_version: int
+    state_revision: int
+    result: str | None = None
+    rejection: str | None = None
+
+
 def lease_from_row(row: Sequence[Any], owner_id: str, token: str) -> LeaseRow:
     """A lease from ``(id, actor_type, actor_id, state, state_version, state_revision,
     generation, has_stale_claim)``."""

@@ -17,6 +17,7 @@ from typing import Protocol
 from django.db import DatabaseError, InterfaceError, connections, transaction
 
 from ..activation import ActivationCache
+from ..batch_pass import batch_size, run_batch
 from ..conf import get_settings
 from ..db.connections import abandon, release_abandoned
 from ..db.cursor import Cursor
@@ -139,18 +140,24 @@ class ActorRole(Role):
         super().__init__(supervisor, index)
         self.cache: ActivationCache = supervisor.activation_cache
         self._next_stale_scan = 0.0
+        #: The last unit of work was a batch of cold actors (the next one goes to a hot
+        #: actor, if any, so neither kind of work can starve the other).
+        self._batched = False
 
-    def candidates(self) -> list[int]:
+    def candidates(self) -> dict[int, int]:
+        """Candidate instances, oldest work first, each with how many of its due messages
+        the scan saw (0: found by the scan for claims left without a lease)."""
         connection = connections[self.alias]
         dialect = dialect_for(connection)
         with connection.cursor() as cursor:
             work = self.supervisor.work_filter
-            ids = dialect.due_instances(cursor, CANDIDATE_WINDOW, work)
+            found = dialect.due_instances(cursor, CANDIDATE_WINDOW, work)
             now = time.monotonic()
             if now >= self._next_stale_scan:
                 self._next_stale_scan = now + stale_scan_interval()
-                ids.extend(i for i in stale_claims(cursor, dialect, work) if i not in ids)
-        return ids
+                for instance_id in stale_claims(cursor, dialect, work):
+                    found.setdefault(instance_id, 0)
+        return found
 
     def others_waiting(self, instance_id: int) -> bool:
         """Whether an actor other than ``instance_id`` has due work (one short read)."""
@@ -163,9 +170,12 @@ class ActorRole(Role):
     def run_once(self) -> bool:
         if release_abandoned(self.alias):
             self._next_stale_scan = 0.0  # their claimed turns are stale now: recover them
-        ids = self.candidates()
-        if not ids:
+        found = self.candidates()
+        if not found:
             return False
+        ids = list(found)
+        if self._run_batch(found):
+            return True
         try:
             activation = acquire(self.alias, self.process_id, ids, self.cache)
         except (StateMigrationError, UnknownActorType) as exc:
@@ -194,6 +204,33 @@ class ActorRole(Role):
         finally:
             self.supervisor.untrack(activation.lease)
         return True
+
+    def _run_batch(self, found: dict[int, int]) -> bool:
+        """Cold actors (one due message seen) are leased and committed together, unless
+        the last unit of work was such a batch and a hot actor is waiting; ``True`` if a
+        batch ran."""
+        size = batch_size()
+        cold = [instance_id for instance_id, seen in found.items() if seen == 1]
+        hot_waiting = len(cold) < len(found)
+        if size < 2 or len(cold) < 2 or (self._batched and hot_waiting):
+            self._batched = False
+            return False
+        try:
+            leased = run_batch(
+                self.alias,
+                self.process_id,
+                cold,
+                limit=size,
+                cache=self.cache,
+                should_stop=self.supervisor.stopping.is_set,
+                track=self.supervisor.track,
+                untrack=self.supervisor.untrack,
+            )
+        except (DatabaseError, InterfaceError):
+            self._next_stale_scan = 0.0  # the batch's claimed turns may be stale now
+            raise
+        self._batched = leased > 0
+        return self._batched
 
     def on_stop(self) -> None:
         self.cache.clear()

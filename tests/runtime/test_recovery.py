@@ -99,4 +99,4 @@ def test_actors_waiting_for_a_retry_do_not_crowd_out_the_candidate_window(owner,
     ready = Counter.ref("has-work").enqueue().add(1)
     with connection.cursor() as cursor:
         candidates = dialect_for(connection).due_instances(cursor, CANDIDATE_WINDOW)
-    assert candidates == [ready.instance_id]
+    assert candidates == {ready.instance_id: 1}

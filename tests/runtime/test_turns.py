@@ -436,7 +436,7 @@ def test_a_pass_yields_after_its_budget_so_other_actors_get_a_turn(
     assert Instance.objects.get(id=sent[0].instance_id).activation_token is None
     with connection.cursor() as cursor:
         candidates = dialect_for(connection).due_instances(cursor, 10)
-    assert candidates == [waiting.instance_id, sent[0].instance_id]  # the hot actor went last
+    assert list(candidates) == [waiting.instance_id, sent[0].instance_id]  # the hot actor went last
     assert drain(sent[0].instance_id, owner) == 7
     assert [m.status() for m in sent] == ["completed"] * 12
 

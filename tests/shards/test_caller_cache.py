@@ -4,6 +4,7 @@ database, so two actors on two shards may have the same id."""
 from __future__ import annotations
 
 import pytest
+from django.db import connections
 
 from solid_objects import database_for
 from solid_objects.models import Instance
@@ -27,24 +28,36 @@ def latest(alias: str) -> int:
     return Instance.objects.using(alias).order_by("-id").values_list("id", flat=True).first() or 0
 
 
+def number_from(alias: str, next_id: int) -> None:
+    """Make ``alias`` give its next instance the id ``next_id`` (each database keeps its own
+    counter, far apart after other tests)."""
+    connection = connections[alias]
+    table = Instance._meta.db_table
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                "SELECT setval(pg_get_serial_sequence(%s, 'id'), %s, false)", [table, next_id]
+            )
+        elif connection.vendor == "mysql":
+            cursor.execute(
+                f"ALTER TABLE {connection.ops.quote_name(table)} AUTO_INCREMENT = {next_id:d}"
+            )
+        else:
+            cursor.execute("DELETE FROM sqlite_sequence WHERE name = %s", [table])
+            cursor.execute(
+                "INSERT INTO sqlite_sequence (name, seq) VALUES (%s, %s)", [table, next_id - 1]
+            )
+
+
 def test_sync_calls_to_actors_with_the_same_instance_id_on_two_shards(solid_settings):
     solid_settings(DATABASES=SHARDS)
     taken: set[str] = set()
-    # Each database numbers its own rows (and a database that kept its counter from earlier
-    # tests, as MariaDB's auto-increment does, is ahead): fill the one behind until both
-    # give their next actor the same id.
-    for _ in range(2_000):
-        behind = min(SHARDS, key=latest)
-        if latest("default") == latest("shard_b"):
-            a, b = Counter.ref(on("default", taken)), Counter.ref(on("shard_b", taken))
-            a.enqueue().add(amount=0)
-            b.enqueue().add(amount=0)
-            if latest("default") == latest("shard_b"):
-                break
-        else:
-            Counter.ref(on(behind, taken)).enqueue().add(amount=0)
-    else:
-        raise AssertionError("could not line the two shards' instance ids up")
+    next_id = max(latest(alias) for alias in SHARDS) + 1_000
+    for alias in SHARDS:
+        number_from(alias, next_id)
+    a, b = Counter.ref(on("default", taken)), Counter.ref(on("shard_b", taken))
+    a.enqueue().add(amount=0)
+    b.enqueue().add(amount=0)
     first = {
         alias: Instance.objects.using(alias).get(actor_id=ref.actor_id).id
         for alias, ref in (("default", a), ("shard_b", b))

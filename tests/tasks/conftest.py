@@ -30,7 +30,7 @@ def run_tasks(owner: str) -> Callable[..., int]:
         turns = 0
         for _ in range(max_passes):
             with connection.cursor() as cursor:
-                candidates = dialect.due_instances(cursor, 50)
+                candidates = list(dialect.due_instances(cursor, 50))
             if not candidates:
                 return turns
             activation = acquire(alias, owner, candidates)
