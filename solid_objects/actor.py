@@ -55,6 +55,11 @@ class Actor:
     actor_type: ClassVar[str] = ""
     state_version: ClassVar[int] = 1
     instance_retention: ClassVar[timedelta | None] = None
+    #: A worker may run this actor's turn in a batch with other cold actors' turns, one
+    #: after another in one thread, and commit them together (``MAX_ACTORS_PER_COMMIT``).
+    #: ``False`` for handlers that may block (the ``django.tasks`` backend's task actor):
+    #: each such turn is leased on its own, so worker threads run them side by side.
+    commit_with_other_actors: ClassVar[bool] = True
     _spec: ClassVar[ActorSpec]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

@@ -34,6 +34,7 @@ from .fencing import after_commit, commit_batch, joins_batch, send_result_hint
 from .lease import acquire_batch
 from .passes import Ran, finish_pass, lost, run_group
 from .pause_points import pause_point
+from .registry import actor_types
 
 logger = logging.getLogger("solid_objects")
 
@@ -45,6 +46,16 @@ def batch_size() -> int:
     if settings.MAX_TURNS_PER_COMMIT <= 1:
         return 1
     return settings.MAX_ACTORS_PER_COMMIT
+
+
+def kept_apart() -> list[str]:
+    """The registered actor types that never commit with others
+    (``commit_with_other_actors = False``)."""
+    return sorted(
+        actor_type
+        for actor_type, spec in actor_types().items()
+        if not getattr(spec.cls, "commit_with_other_actors", True)
+    )
 
 
 def run_batch(
@@ -65,7 +76,7 @@ def run_batch(
     If the database fails mid-batch, the leases not yet given back are handed to
     :func:`solid_objects.db.connections.abandon` (released once it answers again) and the
     error propagates."""
-    activations = acquire_batch(alias, owner_id, instance_ids, limit, cache)
+    activations = acquire_batch(alias, owner_id, instance_ids, limit, cache, kept_apart())
     if not activations:
         return 0
     open_leases = {a.lease.instance_id: a for a in activations}

@@ -126,9 +126,11 @@ def acquire_batch(
     instance_ids: list[int],
     limit: int,
     cache: ActivationCache | None = None,
+    apart: list[str] | None = None,
 ) -> list[Activation]:
-    """Lease up to ``limit`` of ``instance_ids`` under one token and claim each one's first
-    turn together (one statement on PostgreSQL), then build the actors. The rare leases
+    """Lease up to ``limit`` of ``instance_ids`` (none of the actor types ``apart``) under
+    one token and claim each one's first turn together (one statement on PostgreSQL), then
+    build the actors. The rare leases
     that need more (a claim left by a dead activation, a message out of attempts, a head
     no longer due) are finished one by one, as :func:`acquire` would."""
     connection = connections[alias]
@@ -139,6 +141,7 @@ def acquire_batch(
         "token": str(uuid.uuid4()),
         "lease_seconds": get_settings().LEASE_DURATION,
         "cached": cache.revisions_of(instance_ids) if cache is not None else None,
+        "apart": apart or (),
     }
     claims: list[Claim] = []
     if dialect.single_statement_commit and not connection.in_atomic_block:

@@ -23,7 +23,7 @@ from typing import Any
 from .claims import MESSAGE_COLUMNS, MESSAGE_COLUMNS_N
 from .dialect import Dialect
 from .fence import complete
-from .leases import FREE, FREE_CANDIDATES, LEASE_SETS, candidate_order_sqlite, state_unless_cached
+from .leases import FREE, LEASE_SETS, candidate_order_sqlite, state_unless_cached
 from .rows import BatchedTurn, Completion, LeaseRow, MessageRow, lease_from_row, message_from_row
 from .sql import in_list, render
 
@@ -33,7 +33,7 @@ from .sql import in_list, render
 #: claim each one's head if it is due; one row per lease, with its claimed message (none
 #: when a dead activation left a claimed row, or the head is not due).
 CLAIM_BATCH_POSTGRESQL = (
-    "WITH c AS (SELECT id FROM {t_instances} WHERE id = ANY(%(ids)s) AND " + FREE + " "
+    "WITH c AS (SELECT id FROM {t_instances} WHERE id = ANY(%(ids)s) AND " + FREE + "{apart} "
     "ORDER BY array_position(%(ids)s::bigint[], id) LIMIT %(limit)s FOR UPDATE SKIP LOCKED), "
     "i AS (UPDATE {t_instances} AS i SET " + LEASE_SETS + " FROM c WHERE i.id = c.id "
     "RETURNING i.id, i.actor_type, i.actor_id, {state} AS state, i.state_version, "
@@ -96,6 +96,9 @@ COMMIT_BATCH_POSTGRESQL = (
 
 # -- MySQL, SQLite: a few statements for the whole batch ------------------------------------
 
+#: MySQL: which candidates are free and may commit with others (a plain read).
+FREE_BATCH_CANDIDATES = "SELECT id FROM {t_instances} WHERE id IN ({ids}) AND " + FREE + "{apart}"
+
 #: MySQL: lock the free candidates found by a plain read (rows others hold are skipped).
 LOCK_CANDIDATES = "SELECT id FROM {t_instances} WHERE id IN ({ids}) AND " + FREE + "{skip_locked}"
 
@@ -112,7 +115,7 @@ READ_LEASES = (
 #: SQLite: lease up to ``%(limit)s`` free candidates in order, in one statement.
 CLAIM_LEASES_SQLITE = (
     "UPDATE {t_instances} SET " + LEASE_SETS + " WHERE id IN (SELECT id FROM {t_instances} "
-    "WHERE id IN ({ids}) AND " + FREE + "{order} LIMIT %(limit)s) "
+    "WHERE id IN ({ids}) AND " + FREE + "{apart}{order} LIMIT %(limit)s) "
     "RETURNING id, actor_type, actor_id, {state}, state_version, state_revision, "
     "activation_generation, (SELECT COUNT(*) FROM {t_claimed} c "
     "WHERE c.instance_id = {t_instances}.id)"
@@ -181,13 +184,16 @@ def claim_batch_postgresql(
     token: str,
     lease_seconds: float,
     cached: dict[int, int] | None = None,
+    apart: Sequence[str] = (),
 ) -> list[tuple[LeaseRow, MessageRow | None]]:
     if not instance_ids or limit < 1:
         return []
     state, state_params = state_unless_cached(dialect, "i", cached, instance_ids)
+    kept_apart, apart_params = _apart(apart)
     cursor.execute(
-        render(dialect, CLAIM_BATCH_POSTGRESQL, state=state),
+        render(dialect, CLAIM_BATCH_POSTGRESQL, state=state, apart=kept_apart),
         {
+            **apart_params,
             "ids": list(instance_ids),
             "limit": limit,
             "owner_id": owner_id,
@@ -212,11 +218,15 @@ def _leases_mysql(
     limit: int,
     params: dict[str, Any],
     cached: dict[int, int] | None,
+    kept_apart: Sequence[str],
 ) -> list[LeaseRow]:
     """A plain read finds the free candidates (a sorted locking read would lock every row
     it examines), then one locking read takes those nobody else holds."""
     ids, id_params = in_list("id", instance_ids)
-    cursor.execute(render(dialect, FREE_CANDIDATES, ids=ids), id_params)
+    apart, apart_params = _apart(kept_apart)
+    cursor.execute(
+        render(dialect, FREE_BATCH_CANDIDATES, ids=ids, apart=apart), {**id_params, **apart_params}
+    )
     free = {int(row[0]) for row in cursor.fetchall()}
     wanted = [i for i in instance_ids if i in free][:limit]
     if not wanted:
@@ -249,13 +259,22 @@ def _leases_sqlite(
     limit: int,
     params: dict[str, Any],
     cached: dict[int, int] | None,
+    kept_apart: Sequence[str],
 ) -> list[LeaseRow]:
     ids, id_params = in_list("id", instance_ids)
     state, state_params = state_unless_cached(dialect, dialect.t_instances, cached, instance_ids)
     order, order_params = candidate_order_sqlite(instance_ids)
+    apart, apart_params = _apart(kept_apart)
     cursor.execute(
-        render(dialect, CLAIM_LEASES_SQLITE, ids=ids, state=state, order=order),
-        {**params, **id_params, **state_params, **order_params, "limit": limit},
+        render(dialect, CLAIM_LEASES_SQLITE, ids=ids, state=state, order=order, apart=apart),
+        {
+            **params,
+            **id_params,
+            **state_params,
+            **order_params,
+            **apart_params,
+            "limit": limit,
+        },
     )
     found = {
         lease.instance_id: lease
@@ -276,6 +295,7 @@ def claim_batch(
     token: str,
     lease_seconds: float,
     cached: dict[int, int] | None = None,
+    apart: Sequence[str] = (),
 ) -> list[tuple[LeaseRow, MessageRow | None]]:
     """MySQL, SQLite, inside the caller's transaction: the leases, then the due heads of
     those no dead activation left a claim on, moved to claimed and counted together."""
@@ -283,7 +303,7 @@ def claim_batch(
         return []
     params = {"owner_id": owner_id, "token": token, "lease": dialect.interval(lease_seconds)}
     take = _leases_sqlite if dialect.vendor == "sqlite" else _leases_mysql
-    leases = take(dialect, cursor, instance_ids, limit, params, cached)
+    leases = take(dialect, cursor, instance_ids, limit, params, cached, apart)
     clean = [lease for lease in leases if not lease.has_stale_claim]
     heads: dict[int, int] = {}
     if clean:
@@ -314,6 +334,14 @@ def claim_batch(
         cursor.execute(render(dialect, CLAIMED_MESSAGES, ids=ids), id_params)
         messages = {int(row[0]): message_from_row(row[1:]) for row in cursor.fetchall()}
     return [(lease, messages.get(lease.instance_id)) for lease in leases]
+
+
+def _apart(actor_types: Sequence[str]) -> tuple[str, dict[str, Any]]:
+    """The ``{apart}`` condition leaving out actor types that never commit with others."""
+    if not actor_types:
+        return "", {}
+    marks, params = in_list("apart", actor_types)
+    return f" AND actor_type NOT IN ({marks})", params
 
 
 def _batch_arrays(turns: Sequence[BatchedTurn]) -> dict[str, list[Any]]:

@@ -299,11 +299,13 @@ class Dialect:
         token: str,
         lease_seconds: float,
         cached: dict[int, int] | None = None,
+        apart: Sequence[str] = (),
     ) -> list[tuple[LeaseRow, MessageRow | None]]:
-        """Lease up to ``limit`` free candidates (in order, skipping locked ones) under one
-        ``token``, and claim the due head of each: one pair per lease taken, its message
-        ``None`` when a dead activation left a claimed row or the head is not due (the
-        caller finishes those one by one). PostgreSQL: one autocommit statement."""
+        """Lease up to ``limit`` free candidates (in order, skipping locked ones, and
+        leaving out those of the actor types ``apart``) under one ``token``, and claim the
+        due head of each: one pair per lease taken, its message ``None`` when a dead
+        activation left a claimed row or the head is not due (the caller finishes those one
+        by one). PostgreSQL: one autocommit statement."""
         raise NotImplementedError
 
     def commit_batch(

@@ -54,6 +54,8 @@ class RoleHost(Protocol):
 
 #: How many due ready rows one scan looks at for candidate actors.
 CANDIDATE_WINDOW = 64
+#: Units of work done one actor at a time after a batch that leased nothing.
+BATCH_BACKOFF = 8
 
 
 def stale_scan_interval() -> float:
@@ -143,6 +145,9 @@ class ActorRole(Role):
         #: The last unit of work was a batch of cold actors (the next one goes to a hot
         #: actor, if any, so neither kind of work can starve the other).
         self._batched = False
+        #: Units of work to do without trying a batch: the last try leased nothing (the
+        #: cold candidates were taken, or of actor types that never commit with others).
+        self._skip_batches = 0
 
     def candidates(self) -> dict[int, int]:
         """Candidate instances, oldest work first, each with how many of its due messages
@@ -212,8 +217,9 @@ class ActorRole(Role):
         size = batch_size()
         cold = [instance_id for instance_id, seen in found.items() if seen == 1]
         hot_waiting = len(cold) < len(found)
-        if size < 2 or len(cold) < 2 or (self._batched and hot_waiting):
+        if size < 2 or len(cold) < 2 or (self._batched and hot_waiting) or self._skip_batches:
             self._batched = False
+            self._skip_batches = max(self._skip_batches - 1, 0)
             return False
         try:
             leased = run_batch(
@@ -230,6 +236,8 @@ class ActorRole(Role):
             self._next_stale_scan = 0.0  # the batch's claimed turns may be stale now
             raise
         self._batched = leased > 0
+        if not leased:
+            self._skip_batches = BATCH_BACKOFF
         return self._batched
 
     def on_stop(self) -> None:

@@ -27,6 +27,9 @@ class TaskActor(Actor):
 
     actor_type = TASK_ACTOR_TYPE
     instance_retention = _MessageRetention()
+    #: A task may block (I/O, waiting for another task): never batched behind other tasks
+    #: in one worker thread.
+    commit_with_other_actors = False
 
     def run(
         self,

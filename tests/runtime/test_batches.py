@@ -182,3 +182,14 @@ def test_max_actors_per_commit_bounds_a_batch(owner, solid_settings):
     sent = [Counter.ref(f"bounded-{index}").enqueue().add(1) for index in range(7)]
     assert drain(worker(owner)) == 3  # 3 + 3, then the last one on its own
     assert [m.status() for m in sent] == ["completed"] * 7
+
+
+def test_actor_types_that_never_commit_with_others_are_leased_one_by_one(owner):
+    """``commit_with_other_actors = False`` (the task actor's setting: its turns may block):
+    each actor gets a unit of work of its own, so worker threads run them side by side."""
+    from tests.testapp.actors.runtime_tests import Apart
+
+    sent = [Apart.ref(f"apart-{index}").enqueue().add(1) for index in range(4)]
+    batched = [Counter.ref(f"with-{index}").enqueue().add(1) for index in range(4)]
+    assert drain(worker(owner)) == 5  # one batch of the four counters, then one each
+    assert [m.status() for m in sent + batched] == ["completed"] * 8

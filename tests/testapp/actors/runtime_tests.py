@@ -146,3 +146,16 @@ class GroupMaker(Actor):
         self.commit_action("tests.runtime.create_group", name=name)
         self.created = [*self.created, name]
         return len(self.created)
+
+
+class Apart(Actor):
+    """Never batched with other actors' turns (as the task actor, whose turns may block)."""
+
+    actor_type = "tests.apart"
+    commit_with_other_actors = False
+
+    value = attribute(default=0)
+
+    def add(self, amount: int = 1) -> int:
+        self.value = self.value + amount
+        return self.value
