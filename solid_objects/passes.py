@@ -56,6 +56,7 @@ def run_pass(
     should_stop: Callable[[], bool] | None = None,
     cache: ActivationCache | None = None,
     others_waiting: Callable[[], bool] | None = None,
+    stop_at_sequence: int | None = None,
 ) -> PassResult:
     """Drain the activation's mailbox within the pass budget, then release the lease.
 
@@ -64,7 +65,9 @@ def run_pass(
     spent budget is renewed instead of yielding to nobody.
 
     ``stop_after`` (a message id) ends the pass once that message has committed: a sync
-    caller drives the actor only up to its own message.
+    caller drives the actor only up to its own message. ``stop_at_sequence`` (that
+    message's sequence) also ends it at the first turn at or past that position, for when
+    another activation committed the message first: the caller never runs later messages.
     """
     settings = get_settings()
     budget = _Budget(
@@ -79,6 +82,7 @@ def run_pass(
         should_stop=should_stop,
         others_waiting=others_waiting,
         cache=cache,
+        stop_sequence=stop_at_sequence,
     )
     first, activation.first = activation.first, None
     if first is None:
@@ -140,6 +144,7 @@ class _Drain:
     should_stop: Callable[[], bool] | None
     others_waiting: Callable[[], bool] | None
     cache: ActivationCache | None
+    stop_sequence: int | None = None
     result: PassResult = field(default_factory=PassResult)
     solo_until: int = 0  # after a failed group commit, its turns are rerun one commit each
 
@@ -153,9 +158,7 @@ class _Drain:
             outcomes = run_group(activation, group, get_settings().MAX_COMMIT_DELAY)
         else:
             outcomes, committed = ran
-        reached_stop = self.stop_after is not None and any(
-            o.message.id == self.stop_after for o in outcomes
-        )
+        reached_stop = self.stop_after is not None and any(self._stops(o.message) for o in outcomes)
         keep_going, budget_spent = self._decide(outcomes, reached_stop)
         pause_point("turn.before_commit")
         try:
@@ -185,16 +188,23 @@ class _Drain:
         size = 1 if solo else get_settings().MAX_TURNS_PER_COMMIT
         size = max(1, min(size, self.budget.room(self.result.processed)))
         more_due, self.activation.more_due = self.activation.more_due, True
-        if size == 1 or first.id == self.stop_after or not more_due:
+        if size == 1 or self._stops(first) or not more_due:
             return []
         with connections[self.activation.alias].cursor() as cursor:
             followers = self.dialect.prefetch(
                 cursor, self.activation.lease.instance_id, first.sequence, size - 1
             )
         for index, message in enumerate(followers):
-            if message.id == self.stop_after:
+            if self._stops(message):
                 return followers[: index + 1]
         return followers
+
+    def _stops(self, message: MessageRow) -> bool:
+        """The pass of a sync caller ends with this message: its own, or one at or past its
+        own message's position (someone else committed the caller's message)."""
+        return message.id == self.stop_after or (
+            self.stop_sequence is not None and message.sequence >= self.stop_sequence
+        )
 
     def _decide(self, outcomes: list[TurnOutcome], reached_stop: bool) -> tuple[bool, bool]:
         """``(keep_going, budget_spent)`` after a group: claim the next turn in the commit,

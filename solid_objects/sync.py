@@ -361,13 +361,15 @@ def step(message: MessageHandle, alias: str, deadline: float | None, *, assist: 
     ``assist`` and nobody holds it, else read the outcome. Returns the result (or raises
     ``Rejected`` / ``MessageFailed``), raises :class:`SyncTimeout` past ``deadline``, or
     returns :data:`PENDING` (the caller waits for a hint or a short delay, then steps again)."""
+    # The outcome first: after a result hint the message is usually done, and a caller
+    # that leased the actor anyway would go on to run other callers' messages.
+    outcome = message.outcome()
+    if outcome.status in ("completed", "rejected", "dead"):
+        return message.raise_or_return(outcome)
     if assist and message.instance_id:
         done = _try_run(message, alias, deadline)
         if done is not PENDING:
             return done
-    outcome = message.outcome()
-    if outcome.status in ("completed", "rejected", "dead"):
-        return message.raise_or_return(outcome)
     remaining = None if deadline is None else deadline - time.monotonic()
     if remaining is not None and remaining <= 0:
         raise _timeout(message, outcome)
@@ -393,6 +395,7 @@ def _run(message: MessageHandle, alias: str, deadline: float | None, activation:
         result = run_pass(
             activation,
             stop_after=message.id,
+            stop_at_sequence=message.sequence,
             max_messages=1_000_000,
             max_seconds=remaining if remaining is not None else 3600.0,
             cache=cache_for(alias),
