@@ -30,11 +30,12 @@ from .db.connections import abandon
 from .db.rows import LeaseRow
 from .db.vendors import dialect_for
 from .errors import LostActivation
-from .fencing import after_commit, commit_batch, joins_batch, send_result_hint
+from .fencing import after_commit, commit_batch, final_sequence, joins_batch, send_result_hint
 from .lease import acquire_batch
 from .passes import Ran, finish_pass, lost, run_group
 from .pause_points import pause_point
 from .registry import actor_types
+from .runtime.wakeup import notify_local, progress
 
 logger = logging.getLogger("solid_objects")
 
@@ -149,10 +150,12 @@ def _commit_together(
         )
         return together
     waited = False
+    finished = []
     for activation, (outcomes, _committed) in together:
         del open_leases[activation.lease.instance_id]
         if activation.lease.instance_id in fenced:
             waited = after_commit(activation, outcomes, result_hint=False) or waited
+            finished.append((activation.lease.instance_id, final_sequence(outcomes)))
             shelve(activation, cache, lost=False, processed=1)
         else:
             lost(activation, cache)
@@ -164,6 +167,8 @@ def _commit_together(
                 lease.actor_id,
                 lease.generation,
             )
+        progress.ended(alias, activation.lease.instance_id, activation.lease.generation)
+    notify_local("result")
     if waited:
-        send_result_hint(alias)
+        send_result_hint(alias, finished)
     return []

@@ -36,7 +36,7 @@ from .db.rows import BatchedTurn, Completion, LeaseRow, MessageRow
 from .errors import LostActivation, is_retryable
 from .lease import claim_runnable
 from .registry import effect_max_attempts, get_commit_action
-from .runtime.wakeup import notify_local
+from .runtime.wakeup import notify_local, progress
 from .runtime.wakeup.hints import hint_mode, publish, publish_result
 from .turn import TurnOutcome, describe_exception
 
@@ -95,6 +95,7 @@ def commit_group(
             yield_head=yield_head,
             hand_off=hand_off,
             journal=JoinedInsert(activation.alias, journal) if any(journal) else None,
+            result_hint=_released_hint(activation, outcomes),
         )
     else:
         next_message = _commit_in_transaction(
@@ -234,7 +235,7 @@ def _commit_in_transaction(
         elif yield_head:
             dialect.yield_head(cursor, lease.instance_id)
         if hand_off and not keep_going:
-            _hand_off(cursor, dialect, activation)
+            _hand_off(cursor, dialect, activation, _released_hint(activation, outcomes))
     return next_message
 
 
@@ -249,6 +250,7 @@ def _commit_in_one_statement(
     yield_head: bool,
     hand_off: bool,
     journal: JoinedInsert | None = None,
+    result_hint: str = "result",
 ) -> MessageRow | None:
     """The common case on PostgreSQL: a group that staged nothing (or only journal entries
     under derived keys, which join the statement) commits in one statement, and the next
@@ -270,6 +272,7 @@ def _commit_in_one_statement(
             hand_off=hand_off and not keep_going,
             notify=notify_enabled(dialect),
             joined=journal,
+            result_hint=result_hint,
         )
         if not fenced:
             raise _lost(lease)
@@ -292,13 +295,22 @@ def _commit_in_one_statement(
     return next_message
 
 
-def _hand_off(cursor: Any, dialect: Dialect, activation: Activation) -> None:
+def _released_hint(activation: Activation, outcomes: Sequence[TurnOutcome]) -> str:
+    """The payload of the ``result`` hint a hand-off sends: what the group finished, and
+    that this activation ends (so waiting callers elsewhere know the actor is free)."""
+    lease = activation.lease
+    return progress.payload(
+        [(lease.instance_id, final_sequence(outcomes))], released=lease.generation
+    )
+
+
+def _hand_off(cursor: Any, dialect: Dialect, activation: Activation, result_hint: str) -> None:
     """A sync caller releases the lease at its own message: look for due work left only
     where a hint can reach another process (this process's waiters are rung anyway)."""
     if notify_enabled(dialect):
         if dialect.has_due(cursor, activation.lease.instance_id):
             send_hint(cursor, "work")  # sent when this transaction commits
-            send_hint(cursor, "result")
+            send_hint(cursor, "result", payload_text=result_hint)
     elif hint_mode() == "redis":
         activation.handed_off = dialect.has_due(cursor, activation.lease.instance_id)
 
@@ -474,6 +486,9 @@ def after_commit(
     caller running this pass (it needs no hint). Returns whether another process may wait
     for one of these outcomes; ``result_hint=False`` leaves that hint to the caller (a
     batch of several actors sends one)."""
+    final = final_sequence(outcomes)
+    if final:
+        progress.committed(activation.alias, activation.lease.instance_id, final)
     for outcome in outcomes:
         _signal_outcome(activation.lease, outcome)
         if outcome.kind == "completed" and outcome.staged:
@@ -492,14 +507,23 @@ def after_commit(
         o.message.delivery_mode == "sync" and o.message.id != own_message for o in outcomes
     )
     if waited and result_hint:
-        send_result_hint(activation.alias)
+        send_result_hint(activation.alias, [(activation.lease.instance_id, final)])
     return waited
 
 
-def send_result_hint(alias: str) -> None:
-    """Another process may be waiting for an outcome just committed: ring it (best effort)."""
+def final_sequence(outcomes: Sequence[TurnOutcome]) -> int:
+    """The highest sequence among the group's outcomes that are final (0: none is)."""
+    return max(
+        (o.message.sequence for o in outcomes if o.kind in ("completed", "rejected", "dead")),
+        default=0,
+    )
+
+
+def send_result_hint(alias: str, finished: Sequence[tuple[int, int]] = ()) -> None:
+    """Another process may be waiting for an outcome just committed: ring it (best effort);
+    ``finished``: ``(instance_id, highest final sequence)`` of the actors committed."""
     try:
-        publish_result(alias)
+        publish_result(alias, [entry for entry in finished if entry[1]])
     except Exception:
         logger.debug("result hint not sent", exc_info=True)
 

@@ -29,7 +29,7 @@ from .errors import LostActivation
 from .fencing import after_commit, commit_group, failed_in_commit
 from .lease import claim_runnable
 from .pause_points import pause_point
-from .runtime.wakeup import notify_local
+from .runtime.wakeup import notify_local, progress
 from .turn import TurnOutcome, describe_exception, run_turn
 
 logger = logging.getLogger("solid_objects")
@@ -90,7 +90,16 @@ def run_pass(
     while first is not None:
         first = drain.step(first)
     shelve(activation, cache, lost=drain.result.lost, processed=drain.result.processed)
+    ended(activation)
     return drain.result
+
+
+def ended(activation: Activation) -> None:
+    """The pass is over and the lease given back: waiting callers of this process whose
+    message is still pending may take the actor over."""
+    lease = activation.lease
+    progress.ended(activation.alias, lease.instance_id, lease.generation)
+    notify_local("result")
 
 
 def _claim_first(activation: Activation, dialect: Dialect) -> MessageRow | None:
@@ -276,6 +285,7 @@ class _Drain:
     def _lost(self) -> None:
         self.result.lost = True
         lost(self.activation, self.cache)
+        ended(self.activation)
 
 
 def lost(activation: Activation, cache: ActivationCache | None) -> None:
@@ -316,6 +326,7 @@ def finish_pass(
     while first is not None:
         first = drain.step(first)
     shelve(activation, cache, lost=drain.result.lost, processed=drain.result.processed)
+    ended(activation)
     return drain.result
 
 

@@ -46,7 +46,7 @@ from .messages import MessageHandle, MessageOutcome
 from .passes import run_pass
 from .runtime import processes
 from .runtime.processes import callers
-from .runtime.wakeup import doorbell
+from .runtime.wakeup import doorbell, progress
 from .runtime.wakeup.transports import ensure_listener
 from .shards import database_for
 from .spec import ActorAddress
@@ -97,7 +97,9 @@ def cache_for(alias: str) -> ActivationCache:
     return cache
 
 
-_FIRST_WAIT = 0.002
+#: The first wait between steps of a sync caller whose actor another activation holds; it
+#: doubles up to MAX_WAIT (hints end a wait early).
+_FIRST_WAIT = 0.005
 MAX_WAIT = 0.1
 #: Lock waits follow the deadline up to this many seconds (PostgreSQL's ``lock_timeout``
 #: takes at most 2**31 - 1 ms); a longer deadline still bounds the call as a whole.
@@ -344,16 +346,50 @@ def may_assist(alias: str) -> bool:
 
 
 def _drive(message: MessageHandle, deadline: float | None, alias: str, *, assist: bool) -> Any:
+    """Step until the message's outcome is final. Between steps, wait for a ``result`` hint
+    or the backoff (doubling up to :data:`MAX_WAIT`). What the hints tell
+    (:mod:`.runtime.wakeup.progress`) decides whether a hint is worth a step: this message
+    may be final, or the actor was released and this caller is the one of its process to
+    take it over (the one whose message is furthest behind: its pass runs the others'
+    messages in grouped commits). Other hints only say that other messages were finished."""
+    with progress.waiting(alias, message.instance_id, message.sequence):
+        return _wait_and_step(message, deadline, alias, assist=assist)
+
+
+def _wait_and_step(
+    message: MessageHandle, deadline: float | None, alias: str, *, assist: bool
+) -> Any:
     bell = doorbell("result")
     wait = _FIRST_WAIT
     while True:
         seen = bell.generation
+        heard = progress.known(alias, message.instance_id)
         done = step(message, alias, deadline, assist=assist)
         if done is not PENDING:
             return done
-        remaining = None if deadline is None else deadline - time.monotonic()
-        bell.wait(seen, wait if remaining is None else max(min(wait, remaining), 0.0))
-        wait = min(wait * 2, MAX_WAIT)
+        look_again = time.monotonic() + wait
+        if deadline is not None:
+            look_again = min(look_again, deadline)
+        while True:
+            left = look_again - time.monotonic()
+            if left <= 0 or not bell.wait(seen, left):
+                wait = min(wait * 2, MAX_WAIT)  # the backoff ran out: look at the database
+                break
+            seen = bell.generation
+            now_heard = progress.known(alias, message.instance_id)
+            if now_heard[0] >= message.sequence:
+                break  # this message may be final
+            if now_heard[1:] != heard[1:] and (
+                not assist or progress.next_to_run(alias, message.instance_id, message.sequence)
+            ):
+                break  # the actor may be free (or a hint said nothing): look, take it over
+            if now_heard[0] != heard[0]:
+                # The actor is making progress towards this message: the backoff starts
+                # over (hints of other actors never extend it).
+                look_again = time.monotonic() + wait
+                if deadline is not None:
+                    look_again = min(look_again, deadline)
+            heard = now_heard
 
 
 def step(message: MessageHandle, alias: str, deadline: float | None, *, assist: bool) -> Any:

@@ -445,10 +445,12 @@ class Dialect:
         hand_off: bool = False,
         notify: bool = False,
         joined: JoinedWrite | None = None,
+        result_hint: str = "result",
     ) -> tuple[bool, MessageRow | None, bool]:
         """Where :attr:`single_statement_commit`: the whole fenced commit of a group, and the
         claim of the next turn, in ONE autocommit statement. Returns ``(fenced, the next
-        claimed message, due work left without a hint sent)``."""
+        claimed message, due work left without a hint sent)``; a hand-off hint carries
+        ``result_hint`` as its result payload."""
         raise NotImplementedError
 
     def insert_effects(

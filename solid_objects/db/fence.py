@@ -182,7 +182,7 @@ DUE_LEFT_UNHINTED_POSTGRESQL = "EXISTS (SELECT 1 " + DUE_LEFT_POSTGRESQL + ")"
 #: Hint workers and waiting callers if due work is left (``NOTIFY`` on commit); FALSE.
 DUE_LEFT_HINTED_POSTGRESQL = (
     "(SELECT COUNT(*) FROM (SELECT pg_notify(%(channel)s, 'work'), "
-    "pg_notify(%(channel)s, 'result') " + DUE_LEFT_POSTGRESQL + ") AS hint) < 0"
+    "pg_notify(%(channel)s, %(result_hint)s) " + DUE_LEFT_POSTGRESQL + ") AS hint) < 0"
 )
 
 #: The group's commit that releases the lease: the claimed row deleted; ``{left}`` says
@@ -563,14 +563,16 @@ def commit_group_postgresql(
     hand_off: bool = False,
     notify: bool = False,
     joined: JoinedWrite | None = None,
+    result_hint: str = "result",
 ) -> tuple[bool, MessageRow | None, bool]:
     """The whole fenced commit of a group, and the claim of the next turn, in ONE
     statement run in autocommit: one round trip and one commit per group.
 
     ``hand_off`` (a sync caller releasing the lease at its own message): if a due message
     follows the group, ``NOTIFY`` work and result hints in the same statement when
-    ``notify``, so they go out exactly when it commits; the third value returned says
-    whether such work is left without a hint sent (the caller publishes it otherwise).
+    ``notify``, so they go out exactly when it commits (the result hint's payload is
+    ``result_hint``); the third value returned says whether such work is left without a
+    hint sent (the caller publishes it otherwise).
 
     ``joined`` (journal entries the group recorded): its INSERT becomes one more part of
     the statement, joined on ``f`` like every other part, and learns the positions it
@@ -594,6 +596,7 @@ def commit_group_postgresql(
         claimed_message_id=claimed_message_id,
         followers=[c.message_id for c in completions if not c.claimed],
         channel=CHANNEL,
+        result_hint=result_hint,
     )
     fragments = {"sets": sets, "rows": rows, "joined": "", "joined_column": "NULL"}
     if joined is not None:

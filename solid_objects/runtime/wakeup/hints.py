@@ -14,11 +14,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from django.db import connections
 
 from ...conf import SolidObjectsSettings, get_settings
 from ...db import notify
 from ...db.vendors import dialect_for
+from . import progress
 from .redis import publisher
 
 
@@ -60,16 +63,18 @@ def publish(kind: str = "work") -> None:
         publisher.publish(kind)
 
 
-def publish_result(alias: str) -> None:
+def publish_result(alias: str, finished: Sequence[tuple[int, int]] = ()) -> None:
     """After a commit that finished sync calls of other processes: ring their ``result``
     doorbells (a ``NOTIFY`` in autocommit, or a Redis message), so a waiting caller reads
-    its outcome at once instead of at its next poll."""
+    its outcome at once instead of at its next poll. ``finished`` (``(instance_id, highest
+    final sequence)`` of the actors committed) travels in the ``NOTIFY`` payload, so only
+    the callers whose message it finished read the database."""
     mode = hint_mode()
     if mode == "postgresql":
         connection = connections[alias]
         if connection.in_atomic_block:
             return  # only ever called after the commit; never delay a caller's transaction
         with connection.cursor() as cursor:
-            notify.send(cursor, "result")
+            notify.send(cursor, "result", payload_text=progress.payload(finished))
     elif mode == "redis":
         publisher.publish("result")

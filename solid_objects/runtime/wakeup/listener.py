@@ -14,6 +14,7 @@ import threading
 from dataclasses import dataclass
 from typing import Protocol
 
+from . import progress
 from .doorbells import KINDS, doorbell
 
 logger = logging.getLogger("solid_objects")
@@ -49,10 +50,17 @@ class Listener(Protocol):
     def stop(self, timeout: float = 2.0) -> None: ...
 
 
-def ring(payload: str) -> None:
-    """Ring the doorbell a hint's payload names (``""``: new actor work)."""
+def ring(payload: str, alias: str | None = None) -> None:
+    """Ring the doorbell a hint's payload names (``""``: new actor work); a ``result`` hint
+    from ``alias`` may carry the progress of the actors it committed (see :mod:`.progress`)."""
     if payload.startswith(PROBE_PREFIX):
         return
+    if payload.startswith(progress.PREFIX):
+        if alias is None or progress.note(alias, payload):
+            doorbell("result").ring()
+        return
+    if payload == "result":
+        progress.blind_hint()
     kind = payload or "work"
     doorbell(kind if kind in KINDS else "work").ring()
 

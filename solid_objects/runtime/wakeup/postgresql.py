@@ -71,7 +71,7 @@ class PostgreSQLListener(ListenerThread):
             connection = self._connect()
             doorbell("work").ring()
         for received in connection.notifies(timeout=LISTEN_TICK):
-            ring(received.payload)
+            ring(received.payload, self.alias)
             if self._stop.is_set():
                 break
 
