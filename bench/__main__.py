@@ -68,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     from django.db import connection
 
     from bench import statements
-    from bench.measures import MEASURES, OPT_IN, RAW1, Params, Result, baseline_summary, run_group
+    from bench.catalogue import MEASURES, OPT_IN, run_group
+    from bench.measures import RAW1, Params, Result, baseline_summary
 
     statements.install()
 

@@ -1088,34 +1088,3 @@ GROUP_BASELINES: dict[str, tuple[str, ...]] = {
     "journal": (RAW_INSERT,),
     "tasks": (RAW1,),
 }
-
-
-def _shard_rates(p: Params) -> list[Result]:
-    from bench.shards import shard_rates
-
-    return shard_rates(p)
-
-
-def run_group(name: str, p: Params) -> list[Result]:
-    return bracketed(lambda: MEASURES[name](p), GROUP_BASELINES.get(name, ()))
-
-
-MEASURES: dict[str, Callable[[Params], list[Result]]] = {
-    "raw": raw_baselines,
-    "enqueue": enqueue_rates,
-    "processing": processing_rates,
-    "sync": sync_latency,
-    "wakeup": wakeup_latency,
-    "state": big_state,
-    "idle": idle_cost,
-    "journal": journal,
-    "memory": worker_memory,
-    "callers": callers,
-    "sustained": sustained,
-    "defaults": django_defaults,
-    "full": sqlite_full,
-    "tasks": task_rates,
-    "shards": _shard_rates,
-}
-#: Measures left out of a default run (minutes, or a second database): ``--only NAME``.
-OPT_IN = {"memory", "shards"}

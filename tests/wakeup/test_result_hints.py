@@ -12,6 +12,7 @@ from django.db import connection
 
 from solid_objects.db.notify import CHANNEL as PG_CHANNEL
 from solid_objects.mailbox import enqueue
+from solid_objects.models import Instance
 from solid_objects.registry import get_spec
 from solid_objects.runtime import processes
 from solid_objects.testing import pause_at
@@ -46,7 +47,8 @@ def test_a_worker_that_finishes_another_process_s_sync_call_sends_a_result_hint(
     assert payloads(listening, 0.5) == [""]  # the enqueue's own work hint
     owner = processes.register("worker", alias())
     assert run_once(message.instance_id, owner).processed == 1
-    assert payloads(listening) == ["result"]
+    # The hint says how far the actor got: waiting callers of other messages need not look.
+    assert payloads(listening) == [f"result:{message.instance_id}:{message.sequence}"]
 
 
 def test_asynchronous_messages_and_a_caller_s_own_call_send_no_result_hint(listening):
@@ -66,5 +68,9 @@ def test_a_sync_caller_hands_work_left_behind_its_own_message_to_others(listenin
         assert payloads(listening, 0.5) == ["", ""]  # the two enqueues' work hints
         before_commit.release()
     assert caller.outcome() == 11
-    assert sorted(payloads(listening)) == ["result", "work"]  # sent with the release
+    instance = Instance.objects.get(actor_id="hand-off")
+    # Sent with the release: the hand-off's result hint names the generation it released
+    # (waiting callers elsewhere may take the actor over) and how far the actor got.
+    released = f"result:{instance.id}:2:{instance.activation_generation}"
+    assert sorted(payloads(listening)) == [released, "work"]
     assert behind.result(timeout=5) == 111
