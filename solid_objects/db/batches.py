@@ -243,13 +243,7 @@ def _leases_mysql(
     cursor.execute(
         render(dialect, READ_LEASES, ids=ids, state=state), {**id_params, **state_params}
     )
-    found = {
-        lease.instance_id: lease
-        for lease in (
-            lease_from_row(row, params["owner_id"], params["token"]) for row in cursor.fetchall()
-        )
-    }
-    return [found[i] for i in wanted if i in found]
+    return _leases_in_order(cursor, wanted, params)
 
 
 def _leases_sqlite(
@@ -276,6 +270,13 @@ def _leases_sqlite(
             "limit": limit,
         },
     )
+    return _leases_in_order(cursor, instance_ids, params)
+
+
+def _leases_in_order(
+    cursor: Any, instance_ids: Sequence[int], params: dict[str, Any]
+) -> list[LeaseRow]:
+    """The leases the last statement returned, in the candidates' order."""
     found = {
         lease.instance_id: lease
         for lease in (
