@@ -54,7 +54,8 @@ class RoleHost(Protocol):
 
 #: How many due ready rows one scan looks at for candidate actors.
 CANDIDATE_WINDOW = 64
-#: Units of work done one actor at a time after a batch that leased nothing.
+#: Units of work done one actor at a time after a batch that leased nothing while a single
+#: lease found a free candidate (cold actors of types that never commit with others).
 BATCH_BACKOFF = 8
 
 
@@ -145,8 +146,8 @@ class ActorRole(Role):
         #: The last unit of work was a batch of cold actors (the next one goes to a hot
         #: actor, if any, so neither kind of work can starve the other).
         self._batched = False
-        #: Units of work to do without trying a batch: the last try leased nothing (the
-        #: cold candidates were taken, or of actor types that never commit with others).
+        #: Units of work to do without trying a batch: the last try leased nothing while
+        #: a single lease found a free candidate (of a type that never commits with others).
         self._skip_batches = 0
 
     def candidates(self) -> dict[int, int]:
@@ -179,7 +180,8 @@ class ActorRole(Role):
         if not found:
             return False
         ids = list(found)
-        if self._run_batch(found):
+        batched = self._run_batch(found)
+        if batched:
             return True
         try:
             activation = acquire(self.alias, self.process_id, ids, self.cache)
@@ -187,7 +189,11 @@ class ActorRole(Role):
             logger.error("%s: %s", self.label, exc)
             return True
         if activation is None:
-            return False
+            return False  # every candidate was taken (by other threads or processes)
+        if batched == 0:
+            # The batch leased none of the cold candidates, yet one of them was free: they
+            # are of types that never commit with others. Lease one at a time for a while.
+            self._skip_batches = BATCH_BACKOFF
         self.supervisor.track(activation.lease)
         try:
             run_pass(
@@ -210,17 +216,17 @@ class ActorRole(Role):
             self.supervisor.untrack(activation.lease)
         return True
 
-    def _run_batch(self, found: dict[int, int]) -> bool:
+    def _run_batch(self, found: dict[int, int]) -> int | None:
         """Cold actors (one due message seen) are leased and committed together, unless
-        the last unit of work was such a batch and a hot actor is waiting; ``True`` if a
-        batch ran."""
+        the last unit of work was such a batch and a hot actor is waiting. Returns how many
+        actors the batch leased (``None``: no batch was tried)."""
         size = batch_size()
         cold = [instance_id for instance_id, seen in found.items() if seen == 1]
         hot_waiting = len(cold) < len(found)
         if size < 2 or len(cold) < 2 or (self._batched and hot_waiting) or self._skip_batches:
             self._batched = False
             self._skip_batches = max(self._skip_batches - 1, 0)
-            return False
+            return None
         try:
             leased = run_batch(
                 self.alias,
@@ -236,9 +242,7 @@ class ActorRole(Role):
             self._next_stale_scan = 0.0  # the batch's claimed turns may be stale now
             raise
         self._batched = leased > 0
-        if not leased:
-            self._skip_batches = BATCH_BACKOFF
-        return self._batched
+        return leased
 
     def on_stop(self) -> None:
         self.cache.clear()
