@@ -37,12 +37,14 @@ MESSAGE_COLUMNS_N = (
     "n.max_attempts, n.request_id, n.idempotency_key"
 )
 
-# -- MySQL, SQLite: the claim in four statements -------------------------------------------
+# -- MySQL, SQLite: the claim in four statements, the head read with its message --------
 
-#: The head of the actor's mailbox and whether it is due.
+#: The head of the actor's mailbox, whether it is due, and its message (as it is before
+#: the claim counts the attempt).
 HEAD = (
-    "SELECT message_id, CASE WHEN available_at <= {now} THEN 1 ELSE 0 END "
-    "FROM {t_ready} WHERE instance_id = %(instance_id)s ORDER BY sequence LIMIT 1"
+    "SELECT CASE WHEN r.available_at <= {now} THEN 1 ELSE 0 END, " + MESSAGE_COLUMNS + " "
+    "FROM {t_ready} r JOIN {t_messages} m ON m.id = r.message_id "
+    "WHERE r.instance_id = %(instance_id)s ORDER BY r.sequence LIMIT 1"
 )
 
 #: Take the head out of ready.
@@ -61,8 +63,6 @@ COUNT_ATTEMPT = (
     "updated_at = {now} WHERE id = %(message_id)s"
 )
 
-#: Read the claimed message.
-CLAIMED_MESSAGE = "SELECT " + MESSAGE_COLUMNS + " FROM {t_messages} m WHERE m.id = %(message_id)s"
 
 # -- PostgreSQL: the claim as three CTEs ----------------------------------------------------
 
@@ -175,17 +175,20 @@ def _claim_params(lease: LeaseRow, **more: Any) -> dict[str, Any]:
 
 
 def claim_next(dialect: Dialect, cursor: Any, lease: LeaseRow) -> MessageRow | None:
-    """MySQL, SQLite: read the head, then move it, count the attempt and read it back."""
+    """MySQL, SQLite: read the head with its message, then move it and count the attempt
+    (the message read is the claimed one: only the lease holder, under the instance row
+    lock, changes a ready or claimed message's row)."""
     cursor.execute(render(dialect, HEAD), {"instance_id": lease.instance_id})
     row = cursor.fetchone()
-    if row is None or not int(row[1]):
+    if row is None or not int(row[0]):
         return None
-    params = _claim_params(lease, message_id=int(row[0]))
+    message = message_from_row(row[1:])
+    params = _claim_params(lease, message_id=message.id)
     cursor.execute(render(dialect, UNREADY), params)
     cursor.execute(render(dialect, INSERT_CLAIM), params)
     cursor.execute(render(dialect, COUNT_ATTEMPT), params)
-    cursor.execute(render(dialect, CLAIMED_MESSAGE), params)
-    return message_from_row(cursor.fetchone())
+    message.attempt_count += 1
+    return message
 
 
 def claim_next_postgresql(dialect: Dialect, cursor: Any, lease: LeaseRow) -> MessageRow | None:
