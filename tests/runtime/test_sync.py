@@ -212,3 +212,34 @@ def test_sync_timeout_while_another_transaction_holds_the_actor_row():
     assert Message.objects.filter(delivery_mode="sync").count() == 0
     assert Message.objects.count() == 2
     assert ref.add(1) == 3  # the mailbox works once the lock is gone
+
+
+# -- a caller whose message someone else finished ---------------------------------------------
+def test_a_caller_whose_message_is_done_reads_it_and_runs_nothing_else(owner):
+    """The waiting caller reads the outcome first: it does not lease the free actor and run
+    the messages behind its own (they are other callers' work)."""
+    ref = Counter.ref("done-first")
+    first = ref.enqueue().add(1)
+    later = ref.enqueue().add(10)
+    assert run_once(first.instance_id, owner, max_messages=1).processed == 1
+    assert first.result(timeout=5) == 1
+    assert membership(later.id) == "ready"  # nobody ran it on the caller's way
+
+
+def test_a_callers_pass_ends_at_its_own_messages_position(owner):
+    """If another activation committed the caller's message after the caller looked, the
+    caller's pass stops at the first turn past that position instead of draining the
+    actor."""
+    from solid_objects.lease import acquire
+    from solid_objects.passes import run_pass
+
+    from .helpers import alias
+
+    ref = Counter.ref("past-own")
+    own = ref.enqueue().add(1)
+    behind = [ref.enqueue().add(10) for _ in range(3)]
+    assert run_once(own.instance_id, owner, max_messages=1).processed == 1
+    activation = acquire(alias(), owner, [own.instance_id])
+    result = run_pass(activation, stop_after=own.id, stop_at_sequence=own.sequence)
+    assert result.processed == 1  # the turn it had claimed, and no more
+    assert [membership(m.id) for m in behind] == ["done", "ready", "ready"]
