@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
@@ -171,12 +172,13 @@ def commit_batch(
         )
     lease = ran[0][0].lease
     connection = connections[alias]
-    if dialect.single_statement_commit and not connection.in_atomic_block:
-        with connection.cursor() as cursor:
-            fenced = dialect.commit_batch(cursor, turns, owner_id=lease.owner_id, token=lease.token)
-    else:
-        with transaction.atomic(using=alias), connection.cursor() as cursor:
-            fenced = dialect.commit_batch(cursor, turns, owner_id=lease.owner_id, token=lease.token)
+    # PostgreSQL: one autocommit statement; elsewhere one transaction.
+    single = dialect.single_statement_commit and not connection.in_atomic_block
+    with (
+        nullcontext() if single else transaction.atomic(using=alias),
+        connection.cursor() as cursor,
+    ):
+        fenced = dialect.commit_batch(cursor, turns, owner_id=lease.owner_id, token=lease.token)
     for (activation, _outcome), turn in zip(ran, turns, strict=True):
         if turn.instance_id in fenced:
             activation.dirty = False

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from contextlib import nullcontext
 from typing import Any
 
 from django.db import connections, transaction
@@ -129,10 +130,11 @@ def acquire_batch(
     apart: list[str] | None = None,
 ) -> list[Activation]:
     """Lease up to ``limit`` of ``instance_ids`` (none of the actor types ``apart``) under
-    one token and claim each one's first turn together (one statement on PostgreSQL), then
-    build the actors. The rare leases
-    that need more (a claim left by a dead activation, a message out of attempts, a head
-    no longer due) are finished one by one, as :func:`acquire` would."""
+    one token and claim each one's first turn together (one statement on PostgreSQL, one
+    transaction elsewhere), then build the actors. The rare leases that need more (a claim
+    left by a dead activation, a message out of attempts, a head no longer due) are
+    finished one by one afterwards, each in a short transaction of its own, as
+    :func:`acquire` does on PostgreSQL."""
     connection = connections[alias]
     dialect = dialect_for(connection)
     options: dict[str, Any] = {
@@ -143,29 +145,21 @@ def acquire_batch(
         "cached": cache.revisions_of(instance_ids) if cache is not None else None,
         "apart": apart or (),
     }
+    # PostgreSQL: one autocommit statement; elsewhere one transaction.
+    single = dialect.single_statement_commit and not connection.in_atomic_block
+    with (
+        nullcontext() if single else transaction.atomic(using=alias),
+        connection.cursor() as cursor,
+    ):
+        taken = dialect.claim_batch(cursor, instance_ids, **options)
+        pause_point("batch.after_claim")
     claims: list[Claim] = []
-    if dialect.single_statement_commit and not connection.in_atomic_block:
-        with connection.cursor() as cursor:
-            taken = dialect.claim_batch(cursor, instance_ids, **options)
-            pause_point("batch.after_claim")
-            for lease, first in taken:
-                if _unfinished(lease, first):
-                    first = _finish_claim(cursor, alias, dialect, lease, first)
-                if first is not None:
-                    claims.append(Claim(lease, first))
-    else:
-        with transaction.atomic(using=alias), connection.cursor() as cursor:
-            taken = dialect.claim_batch(cursor, instance_ids, **options)
-            pause_point("batch.after_claim")
-            for lease, first in taken:
-                if _unfinished(lease, first):
-                    if lease.has_stale_claim:
-                        recover_stale_claim(cursor, dialect, lease)
-                    first = claim_runnable(cursor, dialect, lease, first)
-                    if first is None:
-                        dialect.release(cursor, lease)
-                if first is not None:
-                    claims.append(Claim(lease, first))
+    with connection.cursor() as cursor:
+        for lease, first in taken:
+            if _unfinished(lease, first):
+                first = _finish_claim(cursor, alias, dialect, lease, first)
+            if first is not None:
+                claims.append(Claim(lease, first))
     activations = []
     for claim in claims:
         try:

@@ -193,3 +193,39 @@ def test_actor_types_that_never_commit_with_others_are_leased_one_by_one(owner):
     batched = [Counter.ref(f"with-{index}").enqueue().add(1) for index in range(4)]
     assert drain(worker(owner)) == 5  # one batch of the four counters, then one each
     assert [m.status() for m in sent + batched] == ["completed"] * 8
+
+
+def test_a_batch_recovers_claims_a_dead_batch_left_on_its_actors(owner, second_owner):
+    """Actors whose first turn a dead batch left claimed get a new message each: the next
+    batch leases them, puts each stale claim back (its attempt stays counted) and runs it
+    first, then the new message, in order, each once."""
+    refs = [Counter.ref(f"stale-{index}") for index in range(4)]
+    first = [ref.enqueue().append(1) for ref in refs]
+
+    class Died(BaseException):
+        pass
+
+    def die(name: str) -> None:
+        raise Died(name)
+
+    from solid_objects import pause_points
+
+    pause_points.install("batch.before_commit", die)
+    try:
+        with pytest.raises(Died):
+            worker(owner).run_once()
+    finally:
+        pause_points.uninstall("batch.before_commit")
+    assert ClaimedMessage.objects.count() == 4
+    second = [ref.enqueue().append(2) for ref in refs]
+    Instance.objects.update(activation_expires_at="2000-01-01T00:00:00Z")  # leases run out
+
+    later = worker(second_owner)
+    later._next_stale_scan = float("inf")  # only the batch finds them (through message 2)
+    units = drain(later)
+    assert units >= 1
+    assert [m.status() for m in first + second] == ["completed"] * 8
+    assert [ref.snapshot().seen for ref in refs] == [[1, 2]] * 4
+    assert [Message.objects.get(id=m.id).attempt_count for m in first] == [2] * 4
+    assert [Message.objects.get(id=m.id).attempt_count for m in second] == [1] * 4
+    assert not ClaimedMessage.objects.exists()
