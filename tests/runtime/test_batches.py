@@ -14,6 +14,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
+from solid_objects import pause_points
 from solid_objects.models import ClaimedMessage, DeadLetter, Effect, Instance, Message
 from solid_objects.runtime.roles import ActorRole
 from solid_objects.runtime.supervisor import Supervisor
@@ -36,6 +37,25 @@ def worker(owner: str) -> ActorRole:
     role = ActorRole(Supervisor(roles=[], install_signal_handlers=False, wake_ups=False))
     role.process_id = owner
     return role
+
+
+class Died(BaseException):
+    """Stands for the worker process ending at a pause point."""
+
+
+def die_before_the_batch_commits(owner: str) -> None:
+    """One unit of work of a worker that dies after its batch's turns ran and before their
+    commit: the claims stay, nothing else of the batch is written."""
+
+    def die(name: str) -> None:
+        raise Died(name)
+
+    pause_points.install("batch.before_commit", die)
+    try:
+        with pytest.raises(Died):
+            worker(owner).run_once()
+    finally:
+        pause_points.uninstall("batch.before_commit")
 
 
 def drain(role: ActorRole) -> int:
@@ -139,21 +159,7 @@ def test_a_batch_that_dies_before_its_commit_is_recovered_and_runs_once(owner, s
     claimed, and a later worker recovers each claim and runs it exactly once."""
     refs = [Counter.ref(f"crash-{index}") for index in range(5)]
     sent = [ref.enqueue().add(3) for ref in refs]
-
-    class Died(BaseException):
-        pass
-
-    def die(name: str) -> None:
-        raise Died(name)
-
-    from solid_objects import pause_points
-
-    pause_points.install("batch.before_commit", die)
-    try:
-        with pytest.raises(Died):
-            worker(owner).run_once()
-    finally:
-        pause_points.uninstall("batch.before_commit")
+    die_before_the_batch_commits(owner)
     assert ClaimedMessage.objects.count() == 5  # the claims of the dead batch
     assert [ref.snapshot().value for ref in refs] == [0] * 5
     Instance.objects.update(activation_expires_at="2000-01-01T00:00:00Z")  # leases run out
@@ -201,21 +207,7 @@ def test_a_batch_recovers_claims_a_dead_batch_left_on_its_actors(owner, second_o
     first, then the new message, in order, each once."""
     refs = [Counter.ref(f"stale-{index}") for index in range(4)]
     first = [ref.enqueue().append(1) for ref in refs]
-
-    class Died(BaseException):
-        pass
-
-    def die(name: str) -> None:
-        raise Died(name)
-
-    from solid_objects import pause_points
-
-    pause_points.install("batch.before_commit", die)
-    try:
-        with pytest.raises(Died):
-            worker(owner).run_once()
-    finally:
-        pause_points.uninstall("batch.before_commit")
+    die_before_the_batch_commits(owner)
     assert ClaimedMessage.objects.count() == 4
     second = [ref.enqueue().append(2) for ref in refs]
     Instance.objects.update(activation_expires_at="2000-01-01T00:00:00Z")  # leases run out
