@@ -377,12 +377,12 @@ def _wait_and_step(
                 break
             seen = bell.generation
             now_heard = progress.known(alias, message.instance_id)
-            if now_heard[0] >= message.sequence:
-                break  # this message may be final
-            if now_heard[1:] != heard[1:] and (
+            if now_heard[0] >= message.sequence or now_heard[2] != heard[2]:
+                break  # this message may be final (or a hint said nothing): look
+            if now_heard[1] != heard[1] and (
                 not assist or progress.next_to_run(alias, message.instance_id, message.sequence)
             ):
-                break  # the actor may be free (or a hint said nothing): look, take it over
+                break  # the actor was released: look, and take it over
             if now_heard[0] != heard[0]:
                 # The actor is making progress towards this message: the backoff starts
                 # over (hints of other actors never extend it).

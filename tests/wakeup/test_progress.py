@@ -53,6 +53,10 @@ def test_a_received_echo_rings_nobody_and_a_blind_hint_rings_everyone():
     ring("result", alias)
     assert bell.generation == before + 2
     assert progress.known(alias, 3)[2] == blind + 1
+    # Progress from a transport that does not say which database: a blind hint too.
+    ring("result:3:9")
+    assert bell.generation == before + 3
+    assert progress.known(alias, 3)[:3] == (3, 0, blind + 2)
 
 
 def test_the_next_caller_to_run_is_the_one_furthest_behind():

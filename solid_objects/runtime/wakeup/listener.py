@@ -56,7 +56,10 @@ def ring(payload: str, alias: str | None = None) -> None:
     if payload.startswith(PROBE_PREFIX):
         return
     if payload.startswith(progress.PREFIX):
-        if alias is None or progress.note(alias, payload):
+        if alias is None:
+            progress.blind_hint()  # progress of an unknown database says nothing
+            doorbell("result").ring()
+        elif progress.note(alias, payload):
             doorbell("result").ring()
         return
     if payload == "result":
