@@ -30,7 +30,14 @@ from .db.connections import abandon
 from .db.rows import LeaseRow
 from .db.vendors import dialect_for
 from .errors import LostActivation
-from .fencing import after_commit, commit_batch, final_sequence, joins_batch, send_result_hint
+from .fencing import (
+    after_commit,
+    commit_batch,
+    final_sequence,
+    joins_batch,
+    lost_before_commit,
+    send_result_hint,
+)
 from .lease import acquire_batch
 from .passes import Ran, finish_pass, lost, run_group
 from .pause_points import pause_point
@@ -159,14 +166,7 @@ def _commit_together(
             shelve(activation, cache, lost=False, processed=1)
         else:
             lost(activation, cache)
-            lease = activation.lease
-            logger.warning(
-                "%s/%s: the activation (generation %s) was lost before its commit; nothing "
-                "was written",
-                lease.actor_type,
-                lease.actor_id,
-                lease.generation,
-            )
+            logger.warning("%s", lost_before_commit(activation.lease))
         progress.ended(alias, activation.lease.instance_id, activation.lease.generation)
     notify_local("result")
     if waited:

@@ -72,11 +72,8 @@ def commit_group(
     hints other processes (workers, waiting callers) to take it over, since nobody else was
     told when it was enqueued while this caller held the lease."""
     lease = activation.lease
-    successful = [o for o in outcomes if o.kind == "completed" and not o.is_query]
     write_state = activation.dirty
-    revision = (
-        successful[-1].message.sequence if successful and write_state else lease.state_revision
-    )
+    revision = state_revision(activation, outcomes)
     completions = [_completion(o, claimed=o is outcomes[0]) for o in outcomes if o.kind != "failed"]
     journal = [o.staged.activities for o in outcomes if o.kind == "completed" and o.staged]
     if (
@@ -113,6 +110,15 @@ def commit_group(
     activation.dirty = False
     lease.state_revision = revision
     return next_message
+
+
+def state_revision(activation: Activation, outcomes: Sequence[TurnOutcome]) -> int:
+    """The state revision a group's commit stores: the sequence of its last turn that
+    changed the state when state is written, else the one the lease read."""
+    successful = [o for o in outcomes if o.kind == "completed" and not o.is_query]
+    if successful and activation.dirty:
+        return successful[-1].message.sequence
+    return activation.lease.state_revision
 
 
 def _completion(outcome: TurnOutcome, *, claimed: bool) -> Completion:
@@ -152,11 +158,7 @@ def commit_batch(
     for activation, outcome in ran:
         lease = activation.lease
         write_state = activation.dirty
-        revision = (
-            outcome.message.sequence
-            if write_state and outcome.kind == "completed" and not outcome.is_query
-            else lease.state_revision
-        )
+        revision = state_revision(activation, [outcome])
         completion = _completion(outcome, claimed=True)
         turns.append(
             BatchedTurn(
@@ -186,7 +188,7 @@ def commit_batch(
     return fenced
 
 
-def _lost(lease: LeaseRow) -> LostActivation:
+def lost_before_commit(lease: LeaseRow) -> LostActivation:
     return LostActivation(
         f"{lease.actor_type}/{lease.actor_id}: the activation (generation "
         f"{lease.generation}) was lost before its commit; nothing was written"
@@ -221,7 +223,7 @@ def _commit_in_transaction(
             lease_seconds=get_settings().LEASE_DURATION,
         )
         if not fenced:
-            raise _lost(lease)
+            raise lost_before_commit(lease)
         dialect.complete(cursor, completions)
         for outcome in outcomes:
             write_staged(cursor, dialect, activation, outcome)
@@ -277,7 +279,7 @@ def _commit_in_one_statement(
             result_hint=result_hint,
         )
         if not fenced:
-            raise _lost(lease)
+            raise lost_before_commit(lease)
         if journal is not None:
             journal.announce()
         activation.dirty = False

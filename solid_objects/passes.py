@@ -87,11 +87,18 @@ def run_pass(
     first, activation.first = activation.first, None
     if first is None:
         first = _claim_first(activation, drain.dialect)
+    return _drain_from(drain, first)
+
+
+def _drain_from(drain: _Drain, first: MessageRow | None) -> PassResult:
+    """Run and commit groups from the claimed turn ``first`` until the pass ends, then
+    keep the actor warm and say the activation ended."""
     while first is not None:
         first = drain.step(first)
-    shelve(activation, cache, lost=drain.result.lost, processed=drain.result.processed)
+    activation, result = drain.activation, drain.result
+    shelve(activation, drain.cache, lost=result.lost, processed=result.processed)
     ended(activation)
-    return drain.result
+    return result
 
 
 def ended(activation: Activation) -> None:
@@ -322,12 +329,7 @@ def finish_pass(
         others_waiting=None,
         cache=cache,
     )
-    first: MessageRow | None = drain.step(ran[0][0].message, ran)
-    while first is not None:
-        first = drain.step(first)
-    shelve(activation, cache, lost=drain.result.lost, processed=drain.result.processed)
-    ended(activation)
-    return drain.result
+    return _drain_from(drain, drain.step(ran[0][0].message, ran))
 
 
 def run_group(
