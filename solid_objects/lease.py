@@ -91,8 +91,7 @@ def _acquire_in_one_statement(
     """PostgreSQL: lease and first claim in one autocommit statement; the rare cases (a
     claim left by a dead activation, a message out of attempts, nothing due) finish in a
     short transaction."""
-    connection = connections[alias]
-    with connection.cursor() as cursor:
+    with connections[alias].cursor() as cursor:
         got = dialect.acquire_and_claim(
             cursor,
             instance_ids,
@@ -101,18 +100,52 @@ def _acquire_in_one_statement(
             lease_seconds=get_settings().LEASE_DURATION,
             cached=cache.revisions_of(instance_ids) if cache is not None else None,
         )
-        if got is None:
-            return None
-        lease, first, more_due = got
-        pause_point("acquire.after_lease")
-        if lease.has_stale_claim or (
-            first is not None and first.attempt_count > first.max_attempts
-        ):
-            if lease.has_stale_claim:
-                pause_point("acquire.before_recovery")
+    return _activate_first(alias, dialect, got, cache)
+
+
+def take_up(
+    alias: str,
+    owner_id: str,
+    token: str,
+    instance_id: int,
+    cache: ActivationCache | None = None,
+) -> Activation | None:
+    """A lease a sync caller's enqueue took (``Dialect.lease_on_enqueue``): claim its first
+    turn in one autocommit statement, then build the actor. ``None``: the lease is not ours
+    (any more), or nothing is due."""
+    dialect = dialect_for(connections[alias])
+    with connections[alias].cursor() as cursor:
+        got = dialect.claim_held(
+            cursor,
+            instance_id,
+            owner_id=owner_id,
+            token=token,
+            cached=cache.revisions_of([instance_id]) if cache is not None else None,
+        )
+    return _activate_first(alias, dialect, got, cache)
+
+
+def _activate_first(
+    alias: str,
+    dialect: Dialect,
+    got: tuple[LeaseRow, MessageRow | None, bool] | None,
+    cache: ActivationCache | None,
+) -> Activation | None:
+    """After a one-statement lease or first claim: finish the rare cases in a short
+    transaction (a claim left by a dead activation, a message out of attempts), release a
+    lease with nothing due, and build the actor."""
+    if got is None:
+        return None
+    lease, first, more_due = got
+    pause_point("acquire.after_lease")
+    if lease.has_stale_claim or (first is not None and first.attempt_count > first.max_attempts):
+        if lease.has_stale_claim:
+            pause_point("acquire.before_recovery")
+        with connections[alias].cursor() as cursor:
             first = _finish_claim(cursor, alias, dialect, lease, first)
-            more_due = True
-        elif first is None:
+        more_due = True
+    elif first is None:
+        with connections[alias].cursor() as cursor:
             dialect.release(cursor, lease)
     if first is None:
         return None

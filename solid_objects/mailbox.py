@@ -63,6 +63,21 @@ class Enqueued:
     actor_type: str
     actor_id: str
     using: str  # the database alias
+    #: With :class:`LeaseRequest`: whether the enqueue took the actor's lease (``None``:
+    #: not known, the message was found written by an earlier run of the same enqueue).
+    leased: bool | None = False
+    #: The generation of the lease it took (0 when it took none, or it is not known).
+    lease_generation: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRequest:
+    """A sync caller's enqueue also takes the actor's lease when it is free, in the same
+    statement (where the database can: ``Dialect.lease_on_enqueue``)."""
+
+    owner_id: str
+    token: str
+    seconds: float
 
 
 def validate_identifier(value: Any, what: str) -> str:
@@ -156,6 +171,7 @@ def enqueue(
     prepared: str | None = None,
     committing: Callable[[], Any] | None = None,
     request_id: str | None = None,
+    leasing: LeaseRequest | None = None,
 ) -> Enqueued:
     """Append a message; return where it is (the existing message for a key already used
     with the same operation and arguments).
@@ -171,6 +187,10 @@ def enqueue(
     enqueue again when its connection was lost. Written once, it makes the enqueue
     idempotent: run again after its commit, the unique request id finds the message
     written (so an autocommit write needs no ``committing()``).
+
+    ``leasing`` (where ``dialect.lease_on_enqueue``, outside a transaction): the one
+    autocommit statement of the enqueue also takes the actor's lease if it is free
+    (``Enqueued.leased``); ``lock_wait`` then bounds its wait for the instance row inside it.
     """
     settings = get_settings()
     alias = using or database_for(spec.actor_type, actor_id)
@@ -212,6 +232,7 @@ def enqueue(
                 then,
                 committing=committing,
                 request_id=request_id,
+                leasing=leasing,
             )
             break
         except IntegrityError:
@@ -233,6 +254,7 @@ def enqueue(
                     spec.actor_type,
                     actor_id,
                     alias,
+                    None if leasing else False,  # the lease too, maybe
                 )
                 break
             # A concurrent enqueue with the same key won: return its message.
@@ -288,7 +310,9 @@ def _write(
     savepoint: bool = True,
     committing: Callable[[], Any] | None = None,
     request_id: str | None = None,
+    leasing: LeaseRequest | None = None,
 ) -> Enqueued:
+    leasing = leasing if dialect.lease_on_enqueue else None
     write = functools.partial(
         _write_rows,
         dialect=dialect,
@@ -303,6 +327,21 @@ def _write(
         alias=connection.alias,
         request_id=request_id,
     )
+    if (
+        leasing is not None
+        and then is None
+        and not connection.in_atomic_block
+        and connection.get_autocommit()
+    ):
+        # One autocommit statement appends, takes the lease if it is free and bounds its
+        # own lock wait.
+        with connection.cursor() as cursor:
+            return write(
+                cursor,
+                before_commit=None if request_id else committing,
+                leasing=leasing,
+                lock_wait=lock_wait,
+            )
     if lock_wait is not None and dialect.lock_wait_before_begin:
         # SQLite's BEGIN IMMEDIATE itself waits for the write lock: bound it before.
         with connection.cursor() as cursor:
@@ -373,9 +412,12 @@ def _write_rows(
     alias: str,
     request_id: str | None = None,
     before_commit: Callable[[], Any] | None = None,
+    leasing: LeaseRequest | None = None,
+    lock_wait: float | None = None,
 ) -> Enqueued:
     """The statements of one enqueue; ``before_commit``: called before the statement that
-    commits by itself (autocommit)."""
+    commits by itself (autocommit). ``leasing``: that statement also takes the lease if it
+    is free, waiting at most ``lock_wait`` seconds for the instance row."""
     if idempotency_key is not None:
         existing = dialect.find_message_by_key(cursor, spec.actor_type, actor_id, idempotency_key)
         if existing is not None:
@@ -406,6 +448,31 @@ def _write_rows(
     )
     if before_commit is not None:
         before_commit()
+    if leasing is not None:
+        leased = dialect.append_and_lease(
+            cursor,
+            message,
+            cap,
+            lock_wait=lock_wait,
+            owner_id=leasing.owner_id,
+            token=leasing.token,
+            lease_seconds=leasing.seconds,
+        )
+        if isinstance(leased, MailboxFullAt):
+            raise _full(spec.actor_type, actor_id, cap)
+        message_id, instance_id, sequence, generation = leased
+        return Enqueued(
+            message_id,
+            request_id,
+            sequence,
+            instance_id,
+            True,
+            spec.actor_type,
+            actor_id,
+            alias,
+            generation is not None,
+            generation or 0,
+        )
     appended = dialect.append_message(cursor, message, cap)
     if isinstance(appended, MailboxFullAt):
         raise _full(spec.actor_type, actor_id, cap)

@@ -199,21 +199,21 @@ class _Drain:
         return next_first
 
     def _read_ahead(self, first: MessageRow) -> list[MessageRow]:
-        """The due messages after ``first`` that run in its group (none when it runs alone)."""
+        """The due messages after ``first`` that run in its group (none when it runs alone).
+
+        A sync caller's group takes them too when it holds the caller's own message (or
+        the first one past its position): the messages of the callers behind it are
+        answered by the same commit, which ends the caller's pass."""
         solo = first.attempt_count > 1 or first.sequence <= self.solo_until
         size = 1 if solo else get_settings().MAX_TURNS_PER_COMMIT
         size = max(1, min(size, self.budget.room(self.result.processed)))
         more_due, self.activation.more_due = self.activation.more_due, True
-        if size == 1 or self._stops(first) or not more_due:
+        if size == 1 or not more_due:
             return []
         with connections[self.activation.alias].cursor() as cursor:
-            followers = self.dialect.prefetch(
+            return self.dialect.prefetch(
                 cursor, self.activation.lease.instance_id, first.sequence, size - 1
             )
-        for index, message in enumerate(followers):
-            if self._stops(message):
-                return followers[: index + 1]
-        return followers
 
     def _stops(self, message: MessageRow) -> bool:
         """The pass of a sync caller ends with this message: its own, or one at or past its

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -25,9 +26,10 @@ from weakref import WeakKeyDictionary
 from django.db import IntegrityError, OperationalError, connections
 
 from . import payloads, testcase_transaction
-from .activation import Activation, ActivationCache, Claim, activate
+from .activation import Activation, ActivationCache, activate
 from .conf import get_settings
 from .db.connections import CONNECTION_ERRORS, Attempt, abandon, recovering
+from .db.rows import LeaseRow
 from .db.vendors import dialect_for
 from .errors import (
     ActorCallCycle,
@@ -39,8 +41,8 @@ from .errors import (
     SyncInsideTransaction,
     SyncTimeout,
 )
-from .lease import acquire, lease_and_claim
-from .mailbox import Enqueued, enqueue, prepare
+from .lease import acquire, lease_and_claim, take_up
+from .mailbox import Enqueued, LeaseRequest, enqueue, prepare
 from .mailbox import _is_timeout as is_lock_timeout
 from .messages import MessageHandle, MessageOutcome
 from .passes import run_pass
@@ -164,6 +166,8 @@ class Started:
     alias: str
     deadline: float | None
     done: Any
+    #: The enqueue found the actor's lease taken (another activation runs it).
+    held_elsewhere: bool = False
 
 
 def call_sync(
@@ -190,12 +194,13 @@ def call_sync(
     if started.done is not PENDING:
         return started.done
     message, alias, deadline = started.message, started.alias, started.deadline
-    return recovering(
-        alias,
-        "sync call",
-        lambda attempt: _drive(message, deadline, alias, assist=True),
-        message_reference=message,
-    )
+    tries = [started.held_elsewhere]
+
+    def drive(attempt: Attempt) -> Any:
+        look_first = not tries.pop() if tries else True  # a retry looks at once
+        return _drive(message, deadline, alias, assist=True, look_first=look_first)
+
+    return recovering(alias, "sync call", drive, message_reference=message)
 
 
 def _inside_transaction(alias: str, settings: Any) -> bool:
@@ -252,11 +257,27 @@ def start_sync(
     cache = cache_for(alias)
     deadline = None if timeout == math.inf else time.monotonic() + timeout
     lock_wait = min(timeout, MAX_LOCK_WAIT)
-    claims: list[Claim | None] = []
+    dialect = dialect_for(connection)
+    # PostgreSQL outside a transaction: the enqueue is one autocommit statement that also
+    # takes the actor's lease if it is free; the first claim is one more (take_up).
+    # Elsewhere the lease and the first claim are in the enqueue's transaction.
+    one_statement = (
+        dialect.lease_on_enqueue and not connection.in_atomic_block and connection.get_autocommit()
+    )
+    request_id = str(uuid.uuid4()) if one_statement else None  # run again: found, not doubled
+    token = str(uuid.uuid4())
+    #: How the caller builds the activation it took with its enqueue, if it took one, and
+    #: the lease to give back if that fails for a lost connection.
+    firsts: list[tuple[Callable[[], Activation | None], LeaseRow | None]] = []
+    held: list[bool] = []  # the new message's actor was leased by another activation
 
     def enqueue_and_claim(owner: str, attempt: Attempt) -> MessageHandle:
         def claim_in_same_transaction(cursor: Any, enqueued: Enqueued) -> None:
-            claims.append(lease_and_claim(cursor, alias, owner, [enqueued.instance_id], cache))
+            claim = lease_and_claim(cursor, alias, owner, [enqueued.instance_id], cache)
+            if claim is not None:
+                firsts.append((lambda: activate(alias, claim, cache), claim.lease))
+            else:
+                held.append(True)
             attempt.committing()  # from here on the enqueue may have committed
             attempt.message_reference = wrap(enqueued)
 
@@ -269,25 +290,39 @@ def start_sync(
             idempotency_key=idempotency_key,
             using=alias,
             lock_wait=lock_wait,
-            then=claim_in_same_transaction,
+            then=None if one_statement else claim_in_same_transaction,
             prepared=arguments_json,
+            request_id=request_id,
+            leasing=LeaseRequest(owner, token, settings.LEASE_DURATION) if one_statement else None,
         )
+        attempt.message_reference = wrap(enqueued)
+        if one_statement and enqueued.created:
+            if enqueued.leased is False:
+                held.append(True)
+            else:
+                instance_id = enqueued.instance_id
+                taken = released_lease(enqueued, owner, token)
+                firsts.append((lambda: take_up(alias, owner, token, instance_id, cache), taken))
         return wrap(enqueued)
 
     def enqueue_once(attempt: Attempt) -> MessageHandle:
-        claims.clear()
+        firsts.clear()
+        held.clear()
         try:
             return with_caller(
                 alias, lambda owner: enqueue_and_claim(owner, attempt), lock_wait=lock_wait
             )
         except CONNECTION_ERRORS:
-            if claims and claims[0] is not None:
-                abandon(alias, claims[0].lease)  # it may have committed: give it back
+            if firsts and firsts[0][1] is not None:
+                abandon(alias, firsts[0][1])  # it may have committed: give it back
             raise
 
     try:
         message = recovering(
-            alias, "sync call", enqueue_once, idempotent=idempotency_key is not None
+            alias,
+            "sync call",
+            enqueue_once,
+            idempotent=idempotency_key is not None or request_id is not None,
         )
     except OperationalError as exc:
         # Registering this process as a caller waited for a database lock past the deadline
@@ -303,21 +338,42 @@ def start_sync(
             status="not enqueued",
             waiting_on="database lock",
         ) from exc
-    pending = claims[:1]
+    pending = firsts[:1]
 
     def first_run(attempt: Attempt) -> Any:
-        claim = pending.pop() if pending else None  # a retry never reuses the first lease
-        if claim is None:
+        if not pending:  # a retry never reuses the first lease
             return PENDING
+        build, held = pending.pop()
         try:
-            activation = activate(alias, claim, cache)
+            activation = build()
         except CONNECTION_ERRORS:
-            abandon(alias, claim.lease)
+            if held is not None:
+                abandon(alias, held)
             raise
+        if activation is None:
+            return PENDING
         return _run(message, alias, deadline, activation)
 
+    held_elsewhere = bool(held)
     done = recovering(alias, "sync call", first_run, message_reference=message)
-    return Started(message, alias, deadline, done)
+    return Started(message, alias, deadline, done, held_elsewhere)
+
+
+def released_lease(enqueued: Enqueued, owner: str, token: str) -> LeaseRow:
+    """The lease a sync caller's enqueue took, as far as giving it back needs it (its
+    instance, token and generation; a generation of 0 gives back nothing)."""
+    return LeaseRow(
+        instance_id=enqueued.instance_id,
+        actor_type=enqueued.actor_type,
+        actor_id=enqueued.actor_id,
+        state=None,
+        state_version=0,
+        state_revision=0,
+        generation=enqueued.lease_generation,
+        token=token,
+        owner_id=owner,
+        has_stale_claim=False,
+    )
 
 
 def wait_for(message: MessageHandle, timeout: float | None) -> Any:
@@ -345,28 +401,47 @@ def may_assist(alias: str) -> bool:
     return not connections[alias].in_atomic_block or testcase_transaction.allows_sync(alias)
 
 
-def _drive(message: MessageHandle, deadline: float | None, alias: str, *, assist: bool) -> Any:
+def _drive(
+    message: MessageHandle,
+    deadline: float | None,
+    alias: str,
+    *,
+    assist: bool,
+    look_first: bool = True,
+) -> Any:
     """Step until the message's outcome is final. Between steps, wait for a ``result`` hint
     or the backoff (doubling up to :data:`MAX_WAIT`). What the hints tell
     (:mod:`.runtime.wakeup.progress`) decides whether a hint is worth a step: this message
     may be final, or the actor was released and this caller is the one of its process to
     take it over (the one whose message is furthest behind: its pass runs the others'
-    messages in grouped commits). Other hints only say that other messages were finished."""
+    messages in grouped commits). Other hints only say that other messages were finished.
+    ``look_first=False``: the caller's enqueue has just found the actor held, so the first
+    look waits for a hint (or the first backoff) instead of finding the same."""
     with progress.waiting(alias, message.instance_id, message.sequence):
-        return _wait_and_step(message, deadline, alias, assist=assist)
+        return _wait_and_step(message, deadline, alias, assist=assist, look_first=look_first)
 
 
 def _wait_and_step(
-    message: MessageHandle, deadline: float | None, alias: str, *, assist: bool
+    message: MessageHandle,
+    deadline: float | None,
+    alias: str,
+    *,
+    assist: bool,
+    look_first: bool = True,
 ) -> Any:
     bell = doorbell("result")
     wait = _FIRST_WAIT
+    take_over = False
     while True:
         seen = bell.generation
         heard = progress.known(alias, message.instance_id)
-        done = step(message, alias, deadline, assist=assist)
-        if done is not PENDING:
-            return done
+        if look_first:
+            done = step(message, alias, deadline, assist=assist, take_over=take_over)
+            if done is not PENDING:
+                return done
+        else:
+            ensure_listener(alias)  # hear the holder's result hints
+        look_first, take_over = True, False
         look_again = time.monotonic() + wait
         if deadline is not None:
             look_again = min(look_again, deadline)
@@ -382,7 +457,10 @@ def _wait_and_step(
             if now_heard[1] != heard[1] and (
                 not assist or progress.next_to_run(alias, message.instance_id, message.sequence)
             ):
-                break  # the actor was released: look, and take it over
+                # The actor was released with this message still pending as far as this
+                # process heard: take it over (its pass reads the message's outcome).
+                take_over = assist
+                break
             if now_heard[0] != heard[0]:
                 # The actor is making progress towards this message: the backoff starts
                 # over (hints of other actors never extend it).
@@ -392,17 +470,32 @@ def _wait_and_step(
             heard = now_heard
 
 
-def step(message: MessageHandle, alias: str, deadline: float | None, *, assist: bool) -> Any:
+def step(
+    message: MessageHandle,
+    alias: str,
+    deadline: float | None,
+    *,
+    assist: bool,
+    take_over: bool = False,
+) -> Any:
     """One look at a message being waited for (it never waits itself): run the actor if
     ``assist`` and nobody holds it, else read the outcome. Returns the result (or raises
     ``Rejected`` / ``MessageFailed``), raises :class:`SyncTimeout` past ``deadline``, or
-    returns :data:`PENDING` (the caller waits for a hint or a short delay, then steps again)."""
+    returns :data:`PENDING` (the caller waits for a hint or a short delay, then steps again).
+
+    ``take_over``: a hint said the actor was released before this message was final, so
+    the lease is tried before the outcome is read (if someone else finished the message
+    meanwhile, the pass ends at its position and the next look reads it)."""
+    if take_over and message.instance_id:
+        done = _try_run(message, alias, deadline)
+        if done is not PENDING:
+            return done
     # The outcome first: after a result hint the message is usually done, and a caller
     # that leased the actor anyway would go on to run other callers' messages.
     outcome = message.outcome()
     if outcome.status in ("completed", "rejected", "dead"):
         return message.raise_or_return(outcome)
-    if assist and message.instance_id:
+    if assist and message.instance_id and not take_over:
         done = _try_run(message, alias, deadline)
         if done is not PENDING:
             return done

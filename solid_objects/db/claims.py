@@ -104,18 +104,10 @@ CLAIM_NEXT_POSTGRESQL = (
     + count_attempt_postgresql("cl")
 )
 
-#: A lease and the claim of its first turn, in one autocommit statement; also whether
+#: The first claim behind a lease ``i`` the same statement took or locked, and whether
 #: another due message follows (so the group knows whether to read ahead).
-ACQUIRE_AND_CLAIM_POSTGRESQL = (
-    "WITH i AS (UPDATE {t_instances} AS i SET " + LEASE_SETS + " "
-    "WHERE i.id = (" + FIRST_FREE_CANDIDATE_POSTGRESQL + ") "
-    "RETURNING i.id, i.actor_type, i.actor_id, {state} AS state, i.state_version, "
-    "i.state_revision, i.activation_generation, "
-    "EXISTS (SELECT 1 FROM {t_claimed} c WHERE c.instance_id = i.id) AS stale), "
-    + HEAD_OF_NEW_LEASE_CTE_POSTGRESQL
-    + ", "
-    + MOVE_HEAD_CTE_POSTGRESQL
-    + ", "
+FIRST_CLAIM_BEHIND_LEASE_POSTGRESQL = (
+    HEAD_OF_NEW_LEASE_CTE_POSTGRESQL + ", " + MOVE_HEAD_CTE_POSTGRESQL + ", "
     "cl AS (INSERT INTO {t_claimed} (message_id, instance_id, process_id, activation_token, "
     "activation_generation, claimed_at) SELECT moved.message_id, i.id, %(owner_id)s, "
     "%(token)s, i.activation_generation, {now} FROM moved, i RETURNING message_id), "
@@ -125,6 +117,31 @@ ACQUIRE_AND_CLAIM_POSTGRESQL = (
     "(SELECT COUNT(*) FROM (SELECT 1 FROM {t_ready} d WHERE d.instance_id = i.id "
     "AND d.available_at <= {now} LIMIT 2) AS z) > (SELECT COUNT(*) FROM moved) "
     "FROM i LEFT JOIN m ON TRUE"
+)
+
+#: The lease's columns as the claim statements return them (``{state}``: the state unless
+#: the cached revision is current).
+LEASE_COLUMNS_I = (
+    "i.id, i.actor_type, i.actor_id, {state} AS state, i.state_version, i.state_revision, "
+    "i.activation_generation, EXISTS (SELECT 1 FROM {t_claimed} c WHERE c.instance_id = i.id) "
+    "AS stale"
+)
+
+#: A lease and the claim of its first turn, in one autocommit statement.
+ACQUIRE_AND_CLAIM_POSTGRESQL = (
+    "WITH i AS (UPDATE {t_instances} AS i SET " + LEASE_SETS + " "
+    "WHERE i.id = (" + FIRST_FREE_CANDIDATE_POSTGRESQL + ") "
+    "RETURNING " + LEASE_COLUMNS_I + "), " + FIRST_CLAIM_BEHIND_LEASE_POSTGRESQL
+)
+
+#: The first claim of a lease taken by an earlier statement (a sync caller's enqueue took
+#: it): the instance row locked while the lease, named by its owner and its token, is
+#: still ours and unexpired; nothing when it is not.
+CLAIM_HELD_POSTGRESQL = (
+    "WITH i AS (SELECT " + LEASE_COLUMNS_I + " FROM {t_instances} i "
+    "WHERE i.id = %(instance_id)s AND i.activation_owner_id = %(owner_id)s "
+    "AND i.activation_token = %(token)s AND i.activation_expires_at > {now} FOR UPDATE), "
+    + FIRST_CLAIM_BEHIND_LEASE_POSTGRESQL
 )
 
 # -- reading ahead and recovery -------------------------------------------------------------
@@ -230,6 +247,31 @@ def acquire_and_claim_postgresql(
     row = cursor.fetchone()
     if row is None:
         return None
+    return _lease_and_first(row, owner_id, token)
+
+
+def claim_held_postgresql(
+    dialect: Dialect,
+    cursor: Any,
+    instance_id: int,
+    *,
+    owner_id: str,
+    token: str,
+    cached: dict[int, int] | None = None,
+) -> tuple[LeaseRow, MessageRow | None, bool] | None:
+    state, state_params = state_unless_cached(dialect, "i", cached, [instance_id])
+    cursor.execute(
+        render(dialect, CLAIM_HELD_POSTGRESQL, state=state),
+        {"instance_id": instance_id, "owner_id": owner_id, "token": token, **state_params},
+    )
+    row = cursor.fetchone()
+    return None if row is None else _lease_and_first(row, owner_id, token)
+
+
+def _lease_and_first(
+    row: Sequence[Any], owner_id: str, token: str
+) -> tuple[LeaseRow, MessageRow | None, bool]:
+    """The lease, its claimed message and whether more is due, from a first-claim row."""
     lease = lease_from_row(row[:8], owner_id, token)
     message = None if row[8] is None else message_from_row(row[8:17])
     return lease, message, bool(row[17])

@@ -36,6 +36,7 @@ from .rows import (
     Completion,
     JoinedWrite,
     LeaseRow,
+    MailboxFullAt,
     MessageRow,
     NewMessage,
     StagedEffectRow,
@@ -89,6 +90,10 @@ class Dialect:
     #: :meth:`append_messages` is one statement that also checks the mailbox limit (writing
     #: nothing when it refuses), so a single enqueue can run as one autocommit statement.
     append_in_one_statement = False
+    #: A sync caller's enqueue takes the actor's lease in the same autocommit statement
+    #: (:meth:`append_and_lease`, its lock wait bounded inside it), and the first claim of
+    #: that lease is one more (:meth:`claim_held`).
+    lease_on_enqueue = False
     #: ``INSERT ... VALUES (...), (...) RETURNING`` returns the generated ids.
     insert_returning = False
     #: The most messages :meth:`append_messages` takes at once (its parameters must fit).
@@ -231,6 +236,24 @@ class Dialect:
         """:meth:`append_messages` for one message (an enqueue), in the fewest statements."""
         raise NotImplementedError
 
+    def append_and_lease(
+        self,
+        cursor: Any,
+        message: NewMessage,
+        cap: int,
+        *,
+        lock_wait: float | None,
+        owner_id: str,
+        token: str,
+        lease_seconds: float,
+    ) -> tuple[int, int, int, int | None] | MailboxFullAt:
+        """Where :attr:`lease_on_enqueue`: :meth:`append_message` in ONE autocommit
+        statement that also takes the actor's lease for ``owner_id`` under ``token`` when it
+        is free (decided under the instance row lock the append takes), waiting at most
+        ``lock_wait`` seconds for that lock (``None``: no bound). Returns ``(message id,
+        instance id, sequence, the lease's generation or None when it was not free)``."""
+        raise NotImplementedError
+
     def append_messages(self, cursor: Any, messages: list[NewMessage], cap: int) -> Appended:
         """Append ``messages`` (at most :attr:`append_batch`), each actor's in their order,
         with their ready memberships, unless an actor's mailbox would then hold more than
@@ -287,6 +310,21 @@ class Dialect:
         dead activation left a claimed row: the caller then recovers it in a transaction)
         and whether another due message follows (so a group knows whether to read ahead).
         """
+        raise NotImplementedError
+
+    def claim_held(
+        self,
+        cursor: Any,
+        instance_id: int,
+        *,
+        owner_id: str,
+        token: str,
+        cached: dict[int, int] | None = None,
+    ) -> tuple[LeaseRow, MessageRow | None, bool] | None:
+        """Where :attr:`lease_on_enqueue`: :meth:`acquire_and_claim` for a lease an earlier
+        statement took (:meth:`append_and_lease`), named by its owner and token: lock the
+        instance row while the lease is still ours and unexpired and claim its first due
+        turn (``None``: the lease is not ours)."""
         raise NotImplementedError
 
     def claim_batch(

@@ -20,7 +20,7 @@ from typing import Any
 
 from .dialect import Dialect
 from .rows import Appended, MailboxFullAt, NewMessage
-from .sql import in_list, render
+from .sql import in_list, milliseconds, render
 
 logger = logging.getLogger("solid_objects")
 
@@ -394,18 +394,17 @@ APPEND_POSTGRESQL = (
     "SELECT request_id, id, instance_id, sequence{notify} FROM m"
 )
 
-#: PostgreSQL: :data:`APPEND_POSTGRESQL` for one message, with plain parameters (a single
-#: enqueue: cheaper to send than arrays).
-APPEND_ONE_POSTGRESQL = (
-    "WITH i AS (INSERT INTO {t_instances} AS i (actor_type, actor_id, state, state_version, "
-    "next_message_sequence, activation_generation, state_revision, created_at, updated_at) "
-    "VALUES (%(actor_type)s, %(actor_id)s, '{{}}', %(state_version)s, 2, 0, 0, {now}, {now}) "
-    "ON CONFLICT (actor_type, actor_id) DO UPDATE SET "
-    "next_message_sequence = i.next_message_sequence + 1 "
-    "WHERE CASE WHEN i.next_message_sequence - i.state_revision <= %(cap)s THEN true ELSE "
+#: PostgreSQL: the mailbox limit of the instance row ``i`` an enqueue bumps (counted only
+#: when the row's counters say the limit could be reached).
+WITHIN_CAP_POSTGRESQL = (
+    "CASE WHEN i.next_message_sequence - i.state_revision <= %(cap)s THEN true ELSE "
     "(SELECT COUNT(*) FROM {t_ready} WHERE instance_id = i.id) + "
-    "(SELECT COUNT(*) FROM {t_claimed} WHERE instance_id = i.id) < %(cap)s END "
-    "RETURNING i.id, i.next_message_sequence - 1 AS sequence), "
+    "(SELECT COUNT(*) FROM {t_claimed} WHERE instance_id = i.id) < %(cap)s END"
+)
+
+#: PostgreSQL: the history row and the ready row of one message behind the instance row
+#: ``i`` (its ``id`` and ``sequence``), with plain parameters.
+ONE_MESSAGE_CTES_POSTGRESQL = (
     "m AS (INSERT INTO {t_messages} (instance_id, actor_type, actor_id, operation, "
     "delivery_mode, arguments, sequence, attempt_count, max_attempts, request_id, "
     "idempotency_key, enqueued_at, available_at, created_at, updated_at) "
@@ -414,8 +413,71 @@ APPEND_ONE_POSTGRESQL = (
     "%(idempotency_key)s, {now}, COALESCE(%(available_at)s::timestamptz, {now}), {now}, "
     "{now} FROM i RETURNING id, instance_id, sequence, available_at), "
     "r AS (INSERT INTO {t_ready} (message_id, instance_id, sequence, available_at, created_at) "
-    "SELECT id, instance_id, sequence, available_at, {now} FROM m) "
-    "SELECT id, instance_id, sequence{notify} FROM m"
+    "SELECT id, instance_id, sequence, available_at, {now} FROM m)"
+)
+
+#: PostgreSQL: :data:`APPEND_POSTGRESQL` for one message, with plain parameters (a single
+#: enqueue: cheaper to send than arrays).
+APPEND_ONE_POSTGRESQL = (
+    "WITH i AS (INSERT INTO {t_instances} AS i (actor_type, actor_id, state, state_version, "
+    "next_message_sequence, activation_generation, state_revision, created_at, updated_at) "
+    "VALUES (%(actor_type)s, %(actor_id)s, '{{}}', %(state_version)s, 2, 0, 0, {now}, {now}) "
+    "ON CONFLICT (actor_type, actor_id) DO UPDATE SET "
+    "next_message_sequence = i.next_message_sequence + 1 "
+    "WHERE " + WITHIN_CAP_POSTGRESQL + " "
+    "RETURNING i.id, i.next_message_sequence - 1 AS sequence), "
+    + ONE_MESSAGE_CTES_POSTGRESQL
+    + " SELECT id, instance_id, sequence{notify} FROM m"
+)
+
+#: The lease the enqueue of :data:`APPEND_AND_LEASE_ONE_POSTGRESQL` takes when it is free
+#: (``{free}``: the instance row as it was before the update is not paused, not leased or
+#: its lease expired), column by column.
+_LEASE_IF_FREE = (
+    "activation_owner_id = CASE WHEN {free} THEN %(owner_id)s ELSE i.activation_owner_id END, "
+    "activation_token = CASE WHEN {free} THEN %(token)s ELSE i.activation_token END, "
+    "activation_expires_at = CASE WHEN {free} THEN {later:lease} "
+    "ELSE i.activation_expires_at END, "
+    "activation_generation = i.activation_generation + CASE WHEN {free} THEN 1 ELSE 0 END, "
+    "activated_at = CASE WHEN {free} THEN {now} ELSE i.activated_at END, "
+    "last_claimed_at = CASE WHEN {free} THEN {now} ELSE i.last_claimed_at END"
+)
+
+#: PostgreSQL, a sync caller's enqueue as one autocommit statement: the message as
+#: :data:`APPEND_ONE_POSTGRESQL` appends it, and the actor's lease taken for the caller if
+#: it is free, decided on the instance row the statement locks (exact: no other statement
+#: is between). The lock wait is bounded by ``%(wait)s``: ``lock_timeout`` is set in the
+#: statement's own transaction by the row source of the insert, which the executor reads
+#: before it inserts the row or waits for the conflicting one. Workers are woken only when
+#: the caller did not take the lease.
+APPEND_AND_LEASE_ONE_POSTGRESQL = (
+    "WITH w AS MATERIALIZED (SELECT set_config('lock_timeout', %(wait)s, true) AS w), "
+    "i AS (INSERT INTO {t_instances} AS i (actor_type, actor_id, state, state_version, "
+    "next_message_sequence, activation_generation, state_revision, created_at, updated_at, "
+    "activation_owner_id, activation_token, activation_expires_at, activated_at, "
+    "last_claimed_at) "
+    "SELECT %(actor_type)s, %(actor_id)s, '{{}}', %(state_version)s, 2, 1, 0, {now}, {now}, "
+    "%(owner_id)s, %(token)s, {later:lease}, {now}, {now} FROM w "
+    "ON CONFLICT (actor_type, actor_id) DO UPDATE SET "
+    "next_message_sequence = i.next_message_sequence + 1, "
+    + _LEASE_IF_FREE.replace(
+        "{free}",
+        "(i.paused_at IS NULL AND (i.activation_token IS NULL "
+        "OR i.activation_expires_at <= {now}))",
+    )
+    + " WHERE "
+    + WITHIN_CAP_POSTGRESQL
+    + " "
+    "RETURNING i.id, i.next_message_sequence - 1 AS sequence, "
+    "CASE WHEN i.activation_token = %(token)s THEN i.activation_generation END AS leased), "
+    + ONE_MESSAGE_CTES_POSTGRESQL
+    + " SELECT m.id, m.instance_id, m.sequence, i.leased{notify} FROM m, i"
+)
+
+#: The ``NOTIFY`` of :data:`APPEND_AND_LEASE_ONE_POSTGRESQL`: only when the caller did not
+#: take the lease (an uncorrelated subquery is run when first needed, and at most once).
+NOTIFY_WORK_UNLESS_LEASED = (
+    ", CASE WHEN i.leased IS NULL THEN (SELECT pg_notify(%(channel)s, '')) END"
 )
 
 #: The ``NOTIFY`` of :data:`APPEND_POSTGRESQL`, sent once per statement (an uncorrelated
@@ -575,6 +637,50 @@ def append_message_postgresql(
     if row is None:
         return MailboxFullAt(message.actor_type, message.actor_id)
     return [(int(row[0]), int(row[1]), int(row[2]))]
+
+
+def append_and_lease_postgresql(
+    dialect: Dialect,
+    cursor: Any,
+    message: NewMessage,
+    cap: int,
+    *,
+    lock_wait: float | None,
+    owner_id: str,
+    token: str,
+    lease_seconds: float,
+    notify_channel: str | None = None,
+) -> tuple[int, int, int, int | None] | MailboxFullAt:
+    """One message and, if it is free, the actor's lease, in one statement
+    (:data:`APPEND_AND_LEASE_ONE_POSTGRESQL`): ``(message id, instance id, sequence,
+    the lease's generation or None when it was not free)``. ``lock_wait``: seconds
+    (``None``: no bound)."""
+    params: dict[str, Any] = {
+        "actor_type": message.actor_type,
+        "actor_id": message.actor_id,
+        "state_version": message.state_version,
+        "cap": cap,
+        "operation": message.operation,
+        "delivery_mode": message.delivery_mode,
+        "arguments": message.arguments,
+        "max_attempts": message.max_attempts,
+        "request_id": message.request_id,
+        "idempotency_key": message.idempotency_key,
+        "available_at": message.available_at,
+        "wait": "0" if lock_wait is None else milliseconds(lock_wait),
+        "owner_id": owner_id,
+        "token": token,
+        "lease": dialect.interval(lease_seconds),
+    }
+    notify = ""
+    if notify_channel is not None:
+        notify = NOTIFY_WORK_UNLESS_LEASED
+        params["channel"] = notify_channel
+    cursor.execute(render(dialect, APPEND_AND_LEASE_ONE_POSTGRESQL, notify=notify), params)
+    row = cursor.fetchone()
+    if row is None:
+        return MailboxFullAt(message.actor_type, message.actor_id)
+    return int(row[0]), int(row[1]), int(row[2]), None if row[3] is None else int(row[3])
 
 
 def _messages_json(messages: list[NewMessage], backs: list[int]) -> str:

@@ -14,7 +14,8 @@ from . import fence as fenced_commit
 from .common import CommonDialect
 from .dialect import Later
 from .notify import CHANNEL, notify_enabled
-from .rows import Appended, NewMessage
+from .rows import Appended, MailboxFullAt, NewMessage
+from .sql import milliseconds
 
 
 class PostgreSQLDialect(CommonDialect):
@@ -23,6 +24,7 @@ class PostgreSQLDialect(CommonDialect):
     listen_notify = True
     update_from_returning = True
     append_in_one_statement = True
+    lease_on_enqueue = True
     append_batch = 1000
 
     now = "now()"
@@ -45,11 +47,10 @@ class PostgreSQLDialect(CommonDialect):
         return f"EXTRACT(EPOCH FROM {column})"
 
     def bound_lock_wait(self, cursor: Any, seconds: float) -> Any:
-        milliseconds = f"{max(1, int(seconds * 1000))}ms"
         cursor.execute(
             "SELECT set_config('lock_timeout', %(wait)s, true), "
             "set_config('statement_timeout', %(wait)s, true)",
-            {"wait": milliseconds},
+            {"wait": milliseconds(seconds)},
         )
         return None  # SET LOCAL ends with the transaction
 
@@ -63,9 +64,33 @@ class PostgreSQLDialect(CommonDialect):
             self, cursor, message, cap, notify_channel=CHANNEL if self.notify else None
         )
 
+    def append_and_lease(
+        self,
+        cursor: Any,
+        message: NewMessage,
+        cap: int,
+        *,
+        lock_wait: float | None,
+        owner_id: str,
+        token: str,
+        lease_seconds: float,
+    ) -> tuple[int, int, int, int | None] | MailboxFullAt:
+        return mailbox.append_and_lease_postgresql(
+            self,
+            cursor,
+            message,
+            cap,
+            lock_wait=lock_wait,
+            owner_id=owner_id,
+            token=token,
+            lease_seconds=lease_seconds,
+            notify_channel=CHANNEL if self.notify else None,
+        )
+
     # The variant of each step PostgreSQL runs where it is not the common one.
     acquire_lease = leases.acquire_lease_postgresql
     acquire_and_claim = claims.acquire_and_claim_postgresql
+    claim_held = claims.claim_held_postgresql
     claim_next = claims.claim_next_postgresql
     fence = fenced_commit.fence_postgresql
     dead_letter = fenced_commit.dead_letter_postgresql

@@ -45,6 +45,11 @@ def render(dialect: Dialect, template: str, **fragments: str) -> str:
     return template.format_map(_Fragments(dialect, fragments))
 
 
+def milliseconds(seconds: float) -> str:
+    """A lock or statement timeout of PostgreSQL (``set_config``), at least 1 ms."""
+    return f"{max(1, int(seconds * 1000))}ms"
+
+
 def in_list(name: str, values: Iterable[Any]) -> tuple[str, dict[str, Any]]:
     """``("%(name_0)s, %(name_1)s, ...", {"name_0": ..., ...})`` for an ``IN (...)`` list."""
     params = {f"{name}_{index}": value for index, value in enumerate(values)}

@@ -15,6 +15,7 @@ import asyncio
 import re
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -296,6 +297,24 @@ def test_an_enqueue_with_an_idempotency_key_is_retried_and_enqueued_once():
         1,
         2,
     ]
+
+
+def test_a_sync_call_whose_enqueue_reply_is_lost_runs_its_message_once_without_waiting():
+    """PostgreSQL: the caller's enqueue (one autocommit statement that also took the lease)
+    committed but its reply was lost; run again on a new connection it finds its message by
+    request id and takes up the lease it may hold (by its token), instead of enqueueing
+    twice or waiting for that lease to expire. Elsewhere the enqueue's transaction rolled
+    back and is run again."""
+    ref = Counter.ref("lost-reply")
+    assert ref.add(1) == 1  # warm, and this process is registered as a caller
+    started = time.monotonic()
+    with kill_after("ready_messages") as killed:
+        assert ref.sync(timeout=NO_LEASE_EXPIRY).add(1) == 2
+    assert killed
+    assert time.monotonic() - started < NO_LEASE_EXPIRY
+    stored = Message.objects.filter(actor_id="lost-reply").order_by("sequence")
+    assert [(m.sequence, m.attempt_count) for m in stored] == [(1, 1), (2, 1)]
+    assert Instance.objects.get(actor_id="lost-reply").activation_token is None
 
 
 # -- a pass whose connection dies gives its lease back ------------------------------------------

@@ -226,20 +226,21 @@ def test_a_caller_whose_message_is_done_reads_it_and_runs_nothing_else(owner):
     assert membership(later.id) == "ready"  # nobody ran it on the caller's way
 
 
-def test_a_callers_pass_ends_at_its_own_messages_position(owner):
+def test_a_callers_pass_ends_at_its_own_messages_position(owner, solid_settings):
     """If another activation committed the caller's message after the caller looked, the
-    caller's pass stops at the first turn past that position instead of draining the
-    actor."""
+    caller's pass ends with the group of the first turn past that position (the due
+    messages behind it are answered by the same commit) instead of draining the actor."""
     from solid_objects.lease import acquire
     from solid_objects.passes import run_pass
 
     from .helpers import alias
 
+    solid_settings(MAX_TURNS_PER_COMMIT=2)
     ref = Counter.ref("past-own")
     own = ref.enqueue().add(1)
     behind = [ref.enqueue().add(10) for _ in range(3)]
     assert run_once(own.instance_id, owner, max_messages=1).processed == 1
     activation = acquire(alias(), owner, [own.instance_id])
     result = run_pass(activation, stop_after=own.id, stop_at_sequence=own.sequence)
-    assert result.processed == 1  # the turn it had claimed, and no more
-    assert [membership(m.id) for m in behind] == ["done", "ready", "ready"]
+    assert result.processed == 2  # one group of two, and no second group
+    assert [membership(m.id) for m in behind] == ["done", "done", "ready"]
