@@ -104,10 +104,20 @@ CLAIM_NEXT_POSTGRESQL = (
     + count_attempt_postgresql("cl")
 )
 
-#: The first claim behind a lease ``i`` the same statement took or locked, and whether
-#: another due message follows (so the group knows whether to read ahead).
-FIRST_CLAIM_BEHIND_LEASE_POSTGRESQL = (
-    HEAD_OF_NEW_LEASE_CTE_POSTGRESQL + ", " + MOVE_HEAD_CTE_POSTGRESQL + ", "
+#: Part 1 behind the lease ``i`` of the known instance ``%(instance_id)s`` (none when a
+#: claimed row is left): found by the id itself, a prepared plan walks the (instance,
+#: sequence) index to the first row instead of sorting the mailbox.
+HEAD_OF_HELD_LEASE_CTE_POSTGRESQL = (
+    "head AS (SELECT h.id, h.available_at FROM {t_ready} h "
+    "WHERE h.instance_id = %(instance_id)s AND EXISTS (SELECT 1 FROM i WHERE NOT i.stale) "
+    "ORDER BY h.sequence LIMIT 1)"
+)
+
+#: The first claim behind a lease ``i`` the same statement took or locked (after its
+#: ``head``), and whether another due message follows (so the group knows whether to
+#: read ahead).
+FIRST_CLAIM_BEHIND_HEAD_POSTGRESQL = (
+    MOVE_HEAD_CTE_POSTGRESQL + ", "
     "cl AS (INSERT INTO {t_claimed} (message_id, instance_id, process_id, activation_token, "
     "activation_generation, claimed_at) SELECT moved.message_id, i.id, %(owner_id)s, "
     "%(token)s, i.activation_generation, {now} FROM moved, i RETURNING message_id), "
@@ -131,7 +141,12 @@ LEASE_COLUMNS_I = (
 ACQUIRE_AND_CLAIM_POSTGRESQL = (
     "WITH i AS (UPDATE {t_instances} AS i SET " + LEASE_SETS + " "
     "WHERE i.id = (" + FIRST_FREE_CANDIDATE_POSTGRESQL + ") "
-    "RETURNING " + LEASE_COLUMNS_I + "), " + FIRST_CLAIM_BEHIND_LEASE_POSTGRESQL
+    "RETURNING "
+    + LEASE_COLUMNS_I
+    + "), "
+    + HEAD_OF_NEW_LEASE_CTE_POSTGRESQL
+    + ", "
+    + FIRST_CLAIM_BEHIND_HEAD_POSTGRESQL
 )
 
 #: The first claim of a lease taken by an earlier statement (a sync caller's enqueue took
@@ -141,7 +156,9 @@ CLAIM_HELD_POSTGRESQL = (
     "WITH i AS (SELECT " + LEASE_COLUMNS_I + " FROM {t_instances} i "
     "WHERE i.id = %(instance_id)s AND i.activation_owner_id = %(owner_id)s "
     "AND i.activation_token = %(token)s AND i.activation_expires_at > {now} FOR UPDATE), "
-    + FIRST_CLAIM_BEHIND_LEASE_POSTGRESQL
+    + HEAD_OF_HELD_LEASE_CTE_POSTGRESQL
+    + ", "
+    + FIRST_CLAIM_BEHIND_HEAD_POSTGRESQL
 )
 
 # -- reading ahead and recovery -------------------------------------------------------------

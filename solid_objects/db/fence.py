@@ -140,14 +140,17 @@ GROUP_FENCE_CTE_POSTGRESQL = (
     "AND activation_token = %(token)s) RETURNING id)"
 )
 
-#: The finished turns (``d``), from ``{rows}`` of :func:`_completion_rows`.
+#: The finished turns (``d``), from the arrays of :func:`_completion_rows` (one text
+#: whatever the group's size, so the driver parses it once and the server plans it once).
 GROUP_DONE_CTE_POSTGRESQL = (
     "d AS (UPDATE {t_messages} m SET result = v.result::jsonb, "
     "rejection = v.rejection::jsonb, "
     "rejected_at = CASE WHEN v.rejection IS NULL THEN m.rejected_at ELSE {now} END, "
     "attempt_count = m.attempt_count + v.bump, started_at = COALESCE(m.started_at, {now}), "
     "completed_at = {now}, updated_at = {now} "
-    "FROM (VALUES {rows}) AS v(id, result, rejection, bump), f WHERE m.id = v.id "
+    "FROM unnest(%(done_ids)s::bigint[], %(done_results)s::text[], "
+    "%(done_rejections)s::text[], %(done_bumps)s::int[]) AS v(id, result, rejection, bump), f "
+    "WHERE m.id = v.id "
     "RETURNING m.id)"
 )
 
@@ -197,10 +200,14 @@ COMMIT_GROUP_POSTGRESQL = (
 #: The group's commit that claims the next turn: the claim of ``claims.py`` behind the
 #: fence, the claimed row moved in place to the next message (``cu``; updating it keeps
 #: the one-claim-per-actor unique index out of the way) or deleted when none is due (``cd``).
+#: The head is found by the instance id itself, not through ``f``: a prepared statement's
+#: plan then walks the (instance, sequence) index to the first row instead of sorting the
+#: whole mailbox.
 COMMIT_GROUP_AND_CLAIM_POSTGRESQL = (
     GROUP_PARTS_POSTGRESQL + ", "
-    "head AS (SELECT h.id, h.message_id, h.available_at FROM {t_ready} h, f "
-    "WHERE h.instance_id = f.id AND h.message_id <> ALL(%(followers)s) "
+    "head AS (SELECT h.id, h.message_id, h.available_at FROM {t_ready} h "
+    "WHERE h.instance_id = %(instance_id)s AND EXISTS (SELECT 1 FROM f) "
+    "AND h.message_id <> ALL(%(followers)s) "
     "ORDER BY h.sequence LIMIT 1), " + MOVE_HEAD_CTE_POSTGRESQL + ", "
     "cu AS (UPDATE {t_claimed} c SET message_id = moved.message_id, claimed_at = {now} "
     "FROM moved, f WHERE c.instance_id = f.id AND c.message_id = %(claimed_message_id)s "
@@ -531,20 +538,14 @@ def yield_head(dialect: Dialect, cursor: Any, instance_id: int) -> None:
     cursor.execute(render(dialect, YIELD_HEAD), {"instance_id": instance_id})
 
 
-def _completion_rows(completions: Sequence[Completion]) -> tuple[str, dict[str, Any]]:
-    """The ``VALUES`` rows of :data:`GROUP_DONE_CTE_POSTGRESQL`."""
-    rows = []
-    params: dict[str, Any] = {}
-    for index, completion in enumerate(completions):
-        rows.append(
-            f"(%(done_id_{index})s::bigint, %(done_result_{index})s::text, "
-            f"%(done_rejection_{index})s::text, %(done_bump_{index})s::int)"
-        )
-        params[f"done_id_{index}"] = completion.message_id
-        params[f"done_result_{index}"] = completion.result
-        params[f"done_rejection_{index}"] = completion.rejection
-        params[f"done_bump_{index}"] = 0 if completion.claimed else 1
-    return ", ".join(rows), params
+def _completion_rows(completions: Sequence[Completion]) -> dict[str, Any]:
+    """The array parameters of :data:`GROUP_DONE_CTE_POSTGRESQL`."""
+    return {
+        "done_ids": [c.message_id for c in completions],
+        "done_results": [c.result for c in completions],
+        "done_rejections": [c.rejection for c in completions],
+        "done_bumps": [0 if c.claimed else 1 for c in completions],
+    }
 
 
 def commit_group_postgresql(
@@ -589,8 +590,7 @@ def commit_group_postgresql(
         lease_sets=lease_sets,
         lease_seconds=lease_seconds,
     )
-    rows, row_params = _completion_rows(completions)
-    params.update(row_params)
+    params.update(_completion_rows(completions))
     params.update(
         fence_params(lease),
         claimed_message_id=claimed_message_id,
@@ -598,7 +598,7 @@ def commit_group_postgresql(
         channel=CHANNEL,
         result_hint=result_hint,
     )
-    fragments = {"sets": sets, "rows": rows, "joined": "", "joined_column": "NULL"}
+    fragments = {"sets": sets, "joined": "", "joined_column": "NULL"}
     if joined is not None:
         statement, joined_params = joined.statement("f")
         fragments.update(joined=f", j AS ({statement})", joined_column=JOINED_POSITIONS_POSTGRESQL)
