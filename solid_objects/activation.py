@@ -107,6 +107,8 @@ class Claim:
 
     lease: LeaseRow
     first: MessageRow
+    #: The due messages after ``first`` its claim read (``None``: not read).
+    ahead: list[MessageRow] | None = None
 
 
 @dataclass
@@ -120,6 +122,10 @@ class Activation:
     dirty: bool = False  # state must be written even if no turn changed it (migration)
     first: MessageRow | None = None  # the turn claimed together with the lease
     more_due: bool = True  # whether a due message follows it (False: no read-ahead)
+    more_due_known: bool = False  # ``more_due`` was read with the claim, not assumed
+    #: The due messages after the claimed turn, read by the commit that claimed it (MySQL,
+    #: SQLite): the next group's read-ahead, already done.
+    ahead: list[MessageRow] | None = None
     started_at: float = field(default_factory=time.monotonic)
     observed: dict[str, Any] = field(default_factory=dict)
     #: The last commit released the lease with due work left and no hint was sent with it.
@@ -151,6 +157,7 @@ def activate(alias: str, claim: Claim, cache: ActivationCache | None = None) -> 
     if spec.observables:
         activation.observed = observe(activation)
     activation.first = claim.first
+    activation.ahead = claim.ahead
     return activation
 
 

@@ -208,6 +208,15 @@ def _commit_in_transaction(
     hand_off: bool,
 ) -> MessageRow | None:
     """The fenced commit as a transaction of several statements (any database)."""
+    if (
+        keep_going
+        and dialect.claim_moves_in_place
+        and outcomes[-1].kind != "failed"
+        and not any((o.staged and not o.staged.only_activities) or o.broadcasts for o in outcomes)
+    ):
+        return _commit_and_claim_next(
+            activation, dialect, outcomes, completions, revision=revision, write_state=write_state
+        )
     lease = activation.lease
     first = outcomes[0]
     connection = connections[activation.alias]
@@ -241,6 +250,48 @@ def _commit_in_transaction(
         if hand_off and not keep_going:
             _hand_off(cursor, dialect, activation, _released_hint(activation, outcomes))
     return next_message
+
+
+def _commit_and_claim_next(
+    activation: Activation,
+    dialect: Dialect,
+    outcomes: list[TurnOutcome],
+    completions: list[Completion],
+    *,
+    revision: int,
+    write_state: bool,
+) -> MessageRow | None:
+    """MySQL, SQLite: a group that staged nothing but journal entries and whose pass goes
+    on, committed with the claim of the next turn in the fewest statements
+    (``Dialect.commit_and_claim_next``); the due messages read after that turn are the next
+    group's read-ahead. (A staged message to the actor itself must be written before the
+    next head is read: such groups take the general path.)"""
+    lease = activation.lease
+    settings = get_settings()
+    connection = connections[activation.alias]
+    with transaction.atomic(using=activation.alias), connection.cursor() as cursor:
+        fenced, head, ahead = dialect.commit_and_claim_next(
+            cursor,
+            lease,
+            claimed_message_id=outcomes[0].message.id,
+            state=activation.state_json if write_state else None,
+            state_version=activation.stored_state_version,
+            state_revision=revision,
+            lease_seconds=settings.LEASE_DURATION,
+            completions=completions,
+            read_ahead=settings.MAX_TURNS_PER_COMMIT - 1,
+        )
+        if not fenced:
+            raise lost_before_commit(lease)
+        write_journal(activation, outcomes)
+        if head is not None and head.attempt_count > head.max_attempts:
+            # Its attempts were used up by processes that died during its turn: to its dead
+            # letter, and the next one is claimed (without a read-ahead).
+            head, ahead = claim_runnable(cursor, dialect, lease, head), []
+        if head is None:
+            dialect.release(cursor, lease)
+    activation.ahead = ahead if head is not None else None
+    return head
 
 
 def _commit_in_one_statement(

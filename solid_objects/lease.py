@@ -72,13 +72,23 @@ def lease_and_claim(
     if lease.has_stale_claim:
         pause_point("acquire.before_recovery")
         recover_stale_claim(cursor, dialect, lease)
-    first = claim_runnable(cursor, dialect, lease)
+    ahead = None
+    if dialect.claim_moves_in_place:
+        # The head is read with the first group's read-ahead.
+        read, ahead = dialect.claim_and_read_ahead(
+            cursor, lease, get_settings().MAX_TURNS_PER_COMMIT - 1
+        )
+        first = claim_runnable(cursor, dialect, lease, read) if read is not None else None
+        if first is not read:
+            ahead = None  # it went to its dead letter; another one was claimed
+    else:
+        first = claim_runnable(cursor, dialect, lease)
     if lease.has_stale_claim:
         pause_point("acquire.recovered")
     if first is None:
         dialect.release(cursor, lease)
         return None
-    return Claim(lease, first)
+    return Claim(lease, first, ahead)
 
 
 def _acquire_in_one_statement(
@@ -150,7 +160,7 @@ def _activate_first(
     if first is None:
         return None
     activation = activate(alias, Claim(lease, first), cache)
-    activation.more_due = more_due
+    activation.more_due, activation.more_due_known = more_due, True
     return activation
 
 

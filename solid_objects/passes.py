@@ -207,9 +207,16 @@ class _Drain:
         solo = first.attempt_count > 1 or first.sequence <= self.solo_until
         size = 1 if solo else get_settings().MAX_TURNS_PER_COMMIT
         size = max(1, min(size, self.budget.room(self.result.processed)))
-        more_due, self.activation.more_due = self.activation.more_due, True
+        activation = self.activation
+        more_due, known = activation.more_due, activation.more_due_known
+        ahead, activation.ahead = activation.ahead, None
+        activation.more_due, activation.more_due_known = True, False
         if size == 1 or not more_due:
             return []
+        if self._stops(first) and ahead is None and not known:
+            return []  # a caller's own turn: read ahead only for messages known to be due
+        if ahead is not None:  # read by the commit that claimed ``first``
+            return [m for m in ahead if m.sequence > first.sequence][: size - 1]
         with connections[self.activation.alias].cursor() as cursor:
             return self.dialect.prefetch(
                 cursor, self.activation.lease.instance_id, first.sequence, size - 1

@@ -100,6 +100,11 @@ class Staged:
         return bool(self.effects or self.reminders or self.commit_actions or self.activities)
 
     @property
+    def only_activities(self) -> bool:
+        """Nothing staged but journal entries (which never touch the actor's mailbox)."""
+        return not (self.effects or self.reminders or self.commit_actions)
+
+    @property
     def only_joinable(self) -> bool:
         """Nothing staged but journal entries under derived keys: the fenced commit may
         embed them in its single statement where the database has one."""

@@ -23,7 +23,7 @@ from .leases import (
     state_unless_cached,
 )
 from .rows import LeaseRow, MessageRow, lease_from_row, message_from_row
-from .sql import render
+from .sql import in_list, render
 
 #: The columns of a claimed message, of the history row ``m`` (see ``rows.message_from_row``).
 MESSAGE_COLUMNS = (
@@ -45,6 +45,14 @@ HEAD = (
     "SELECT CASE WHEN r.available_at <= {now} THEN 1 ELSE 0 END, " + MESSAGE_COLUMNS + " "
     "FROM {t_ready} r JOIN {t_messages} m ON m.id = r.message_id "
     "WHERE r.instance_id = %(instance_id)s ORDER BY r.sequence LIMIT 1"
+)
+
+#: The head and the messages after it (``{not_followers}``: leaving some out), each with
+#: whether it is due: a claim and the next group's read-ahead in one read.
+HEAD_AND_AHEAD = (
+    "SELECT CASE WHEN r.available_at <= {now} THEN 1 ELSE 0 END, " + MESSAGE_COLUMNS + " "
+    "FROM {t_ready} r JOIN {t_messages} m ON m.id = r.message_id "
+    "WHERE r.instance_id = %(instance_id)s{not_followers} ORDER BY r.sequence LIMIT %(limit)s"
 )
 
 #: Take the head out of ready.
@@ -216,7 +224,52 @@ def claim_next(dialect: Dialect, cursor: Any, lease: LeaseRow) -> MessageRow | N
     row = cursor.fetchone()
     if row is None or not int(row[0]):
         return None
-    message = message_from_row(row[1:])
+    return _claim_read(dialect, cursor, lease, message_from_row(row[1:]))
+
+
+def claim_and_read_ahead(
+    dialect: Dialect, cursor: Any, lease: LeaseRow, read_ahead: int
+) -> tuple[MessageRow | None, list[MessageRow]]:
+    """MySQL, SQLite: :func:`claim_next`, the head read together with up to ``read_ahead``
+    due messages after it (the first group's read-ahead, without a statement of its own)."""
+    head, ahead = head_and_ahead(dialect, cursor, lease.instance_id, read_ahead)
+    if head is None:
+        return None, []
+    return _claim_read(dialect, cursor, lease, head), ahead
+
+
+def head_and_ahead(
+    dialect: Dialect,
+    cursor: Any,
+    instance_id: int,
+    read_ahead: int,
+    leaving_out: Sequence[int] = (),
+) -> tuple[MessageRow | None, list[MessageRow]]:
+    """The actor's due head (``None`` if the head is not due) and up to ``read_ahead`` due
+    messages after it, in order (the read stops at the first one not due), the messages
+    ``leaving_out`` left out."""
+    not_followers, params = "", {}
+    if leaving_out:
+        marks, params = in_list("leaving_out", leaving_out)
+        not_followers = f" AND r.message_id NOT IN ({marks})"
+    cursor.execute(
+        render(dialect, HEAD_AND_AHEAD, not_followers=not_followers),
+        {"instance_id": instance_id, "limit": read_ahead + 1, **params},
+    )
+    rows = cursor.fetchall()
+    if not rows or not int(rows[0][0]):
+        return None, []
+    ahead: list[MessageRow] = []
+    for row in rows[1:]:
+        if not int(row[0]):
+            break
+        ahead.append(message_from_row(row[1:]))
+    return message_from_row(rows[0][1:]), ahead
+
+
+def _claim_read(dialect: Dialect, cursor: Any, lease: LeaseRow, message: MessageRow) -> MessageRow:
+    """Claim the due head just read: out of ready, claimed under the lease, its attempt
+    counted."""
     params = _claim_params(lease, message_id=message.id)
     cursor.execute(render(dialect, UNREADY), params)
     cursor.execute(render(dialect, INSERT_CLAIM), params)

@@ -12,6 +12,8 @@ from .dialect import Dialect
 class CommonDialect(Dialect):
     """A dialect running the common variant of every step (a vendor class overrides some)."""
 
+    claim_moves_in_place = True
+
     # enqueue
     insert_message = mailbox.insert_message
     mailbox_length = mailbox.mailbox_length
@@ -30,6 +32,7 @@ class CommonDialect(Dialect):
     load_state = leases.load_state
     # claims
     claim_next = claims.claim_next
+    claim_and_read_ahead = claims.claim_and_read_ahead
     prefetch = claims.prefetch
     stale_claim = claims.stale_claim
     unclaim_to_ready = claims.unclaim_to_ready
@@ -40,6 +43,7 @@ class CommonDialect(Dialect):
     commit_batch = batches.commit_batch
     # the fenced commit and what a turn staged
     fence = fenced_commit.fence
+    commit_and_claim_next = fenced_commit.commit_and_claim_next
     complete = fenced_commit.complete
     record_failure = fenced_commit.record_failure
     dead_letter = fenced_commit.dead_letter

@@ -94,6 +94,10 @@ class Dialect:
     #: (:meth:`append_and_lease`, its lock wait bounded inside it), and the first claim of
     #: that lease is one more (:meth:`claim_held`).
     lease_on_enqueue = False
+    #: A group's commit in a transaction moves the claimed row in place to the next turn
+    #: and reads the next group's messages with it (:meth:`commit_and_claim_next`); a first
+    #: claim reads them with its head (:meth:`claim_and_read_ahead`).
+    claim_moves_in_place = False
     #: ``INSERT ... VALUES (...), (...) RETURNING`` returns the generated ids.
     insert_returning = False
     #: The most messages :meth:`append_messages` takes at once (its parameters must fit).
@@ -312,6 +316,25 @@ class Dialect:
         """
         raise NotImplementedError
 
+    def commit_and_claim_next(
+        self,
+        cursor: Any,
+        lease: LeaseRow,
+        *,
+        claimed_message_id: int,
+        state: str | None,
+        state_version: int,
+        state_revision: int,
+        lease_seconds: float,
+        completions: Sequence[Completion],
+        read_ahead: int,
+    ) -> tuple[bool, MessageRow | None, list[MessageRow]]:
+        """Where :attr:`claim_moves_in_place`: inside the caller's transaction, the fenced
+        commit of a group that staged nothing, its lease renewed, and the claim of the next
+        due turn (the claimed row moved in place, or deleted when none is due). Returns
+        ``(fenced, the next claimed message, up to read_ahead due messages after it)``."""
+        raise NotImplementedError
+
     def claim_held(
         self,
         cursor: Any,
@@ -380,6 +403,14 @@ class Dialect:
         raise NotImplementedError
 
     # -- claiming turns (db/claims.py) ---------------------------------------------------------
+    def claim_and_read_ahead(
+        self, cursor: Any, lease: LeaseRow, read_ahead: int
+    ) -> tuple[MessageRow | None, list[MessageRow]]:
+        """Where :attr:`claim_moves_in_place`: :meth:`claim_next`, with up to
+        ``read_ahead`` due messages after the claimed one read by the same statement (the
+        first group's read-ahead)."""
+        raise NotImplementedError
+
     def claim_next(self, cursor: Any, lease: LeaseRow) -> MessageRow | None:
         """Move the actor's lowest-sequence ready message to claimed and count its attempt,
         if it is due."""

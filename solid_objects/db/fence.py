@@ -15,7 +15,12 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from .claims import MOVE_HEAD_CTE_POSTGRESQL, count_attempt_postgresql, unclaim_to_ready
+from .claims import (
+    MOVE_HEAD_CTE_POSTGRESQL,
+    count_attempt_postgresql,
+    head_and_ahead,
+    unclaim_to_ready,
+)
 from .dialect import Dialect
 from .leases import fence_params
 from .notify import CHANNEL
@@ -71,8 +76,15 @@ FENCE_AND_UNCLAIM_POSTGRESQL = (
 COMPLETE = (
     "UPDATE {t_messages} SET result = {result}, rejection = {rejection}, "
     "rejected_at = {rejected_at}, attempt_count = {attempts}, "
-    "started_at = COALESCE(started_at, {now}), completed_at = {now}, updated_at = {now} "
+    "started_at = {started_at}, completed_at = {completed_at}, updated_at = {now} "
     "WHERE id IN ({ids})"
+)
+
+#: MySQL, SQLite: the lease's claimed row moved in place to the next turn.
+MOVE_CLAIM = (
+    "UPDATE {t_claimed} SET message_id = %(next_id)s, claimed_at = {now} "
+    "WHERE instance_id = %(instance_id)s AND message_id = %(claimed_message_id)s "
+    "AND activation_token = %(token)s"
 )
 
 #: The ready rows of the group's followers (turns run without their own claim).
@@ -385,11 +397,25 @@ def _case(
     return f"CASE id {' '.join(whens)} ELSE {column} END", params
 
 
-def complete(dialect: Dialect, cursor: Any, completions: Sequence[Completion]) -> None:
-    """One ``UPDATE`` of the finished turns; the followers' ready rows deleted."""
+def complete(
+    dialect: Dialect,
+    cursor: Any,
+    completions: Sequence[Completion],
+    next_claim: int | None = None,
+) -> None:
+    """One ``UPDATE`` of the finished turns; the followers' ready rows deleted.
+    ``next_claim``: the message claimed next (MySQL, SQLite): its attempt is counted by the
+    same ``UPDATE`` and its ready row deleted with the followers'."""
     if not completions:
         return
-    ids, params = in_list("id", [c.message_id for c in completions])
+    now = dialect.now
+    started_at, completed_at = f"COALESCE(started_at, {now})", now
+    finished = [c.message_id for c in completions]
+    ids, params = in_list("id", finished if next_claim is None else [*finished, next_claim])
+    if next_claim is not None:
+        started_at = f"CASE WHEN id = %(next_id)s THEN {now} ELSE {started_at} END"
+        completed_at = f"CASE WHEN id = %(next_id)s THEN completed_at ELSE {now} END"
+        params["next_id"] = next_claim
     result, result_params = _case(
         dialect, "result", [(c.message_id, c.result) for c in completions if c.result]
     )
@@ -399,9 +425,9 @@ def complete(dialect: Dialect, cursor: Any, completions: Sequence[Completion]) -
     if rejected:
         marks = ", ".join(f"%(rejection_id_{index})s" for index in range(len(rejected)))
         rejected_at = f"CASE WHEN id IN ({marks}) THEN {dialect.now} ELSE rejected_at END"
-    unclaimed, unclaimed_params = in_list(
-        "unclaimed", [c.message_id for c in completions if not c.claimed]
-    )
+    counted = [c.message_id for c in completions if not c.claimed]
+    unready = counted + ([] if next_claim is None else [next_claim])
+    unclaimed, unclaimed_params = in_list("unclaimed", unready)
     attempts = "attempt_count"
     if unclaimed_params:
         attempts = f"CASE WHEN id IN ({unclaimed}) THEN attempt_count + 1 ELSE attempt_count END"
@@ -413,12 +439,59 @@ def complete(dialect: Dialect, cursor: Any, completions: Sequence[Completion]) -
             rejection=rejection,
             rejected_at=rejected_at,
             attempts=attempts,
+            started_at=started_at,
+            completed_at=completed_at,
             ids=ids,
         ),
         {**params, **result_params, **rejection_params, **unclaimed_params},
     )
     if unclaimed_params:
         cursor.execute(render(dialect, UNREADY_FOLLOWERS, ids=unclaimed), unclaimed_params)
+
+
+def commit_and_claim_next(
+    dialect: Dialect,
+    cursor: Any,
+    lease: LeaseRow,
+    *,
+    claimed_message_id: int,
+    state: str | None,
+    state_version: int,
+    state_revision: int,
+    lease_seconds: float,
+    completions: Sequence[Completion],
+    read_ahead: int,
+) -> tuple[bool, MessageRow | None, list[MessageRow]]:
+    """MySQL, SQLite: the fenced commit of a group that staged nothing and whose pass goes
+    on, with the claim of the next turn, in five statements: the fence (lease renewed),
+    the next head and up to ``read_ahead`` due messages after it (one read), the finished
+    turns and the head's attempt (one ``UPDATE``), the ready rows of the followers and the
+    head (one ``DELETE``), and the claimed row moved in place to the head (deleted when
+    nothing is due). Returns ``(fenced, the next claimed message, the due messages read
+    after it)``; when not fenced nothing was written (the caller rolls back)."""
+    sets, params = _fence_parts(
+        dialect,
+        lease,
+        claimed_message_id=claimed_message_id,
+        state=state,
+        state_version=state_version,
+        state_revision=state_revision,
+        release=False,
+        lease_seconds=lease_seconds,
+    )
+    cursor.execute(render(dialect, FENCE, sets=sets), params)
+    if cursor.rowcount != 1:
+        return False, None, []
+    # The group's followers are still in ready (deleted below, with the head's row).
+    followers = [c.message_id for c in completions if not c.claimed]
+    head, ahead = head_and_ahead(dialect, cursor, lease.instance_id, read_ahead, followers)
+    complete(dialect, cursor, completions, next_claim=None if head is None else head.id)
+    if head is None:
+        cursor.execute(render(dialect, UNCLAIM_FENCED), params)
+        return cursor.rowcount == 1, None, []
+    cursor.execute(render(dialect, MOVE_CLAIM), {**params, "next_id": head.id})
+    head.attempt_count += 1
+    return cursor.rowcount == 1, head, ahead
 
 
 def _store_error(dialect: Dialect, cursor: Any, message_id: int, claimed: bool, error: str) -> None:

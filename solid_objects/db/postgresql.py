@@ -25,6 +25,7 @@ class PostgreSQLDialect(CommonDialect):
     update_from_returning = True
     append_in_one_statement = True
     lease_on_enqueue = True
+    claim_moves_in_place = False  # its group commit claims the next turn in one statement
     append_batch = 1000
 
     now = "now()"
