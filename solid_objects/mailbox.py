@@ -461,22 +461,11 @@ def _write_rows(
         if isinstance(leased, MailboxFullAt):
             raise _full(spec.actor_type, actor_id, cap)
         message_id, instance_id, sequence, generation = leased
-        return Enqueued(
-            message_id,
-            request_id,
-            sequence,
-            instance_id,
-            True,
-            spec.actor_type,
-            actor_id,
-            alias,
-            generation is not None,
-            generation or 0,
-        )
-    appended = dialect.append_message(cursor, message, cap)
-    if isinstance(appended, MailboxFullAt):
-        raise _full(spec.actor_type, actor_id, cap)
-    ((message_id, instance_id, sequence),) = appended
+    else:
+        appended = dialect.append_message(cursor, message, cap)
+        if isinstance(appended, MailboxFullAt):
+            raise _full(spec.actor_type, actor_id, cap)
+        ((message_id, instance_id, sequence),), generation = appended, None
     return Enqueued(
         message_id,
         request_id,
@@ -486,6 +475,8 @@ def _write_rows(
         spec.actor_type,
         actor_id,
         alias,
+        generation is not None,
+        generation or 0,
     )
 
 

@@ -248,7 +248,8 @@ def head_and_ahead(
     """The actor's due head (``None`` if the head is not due) and up to ``read_ahead`` due
     messages after it, in order (the read stops at the first one not due), the messages
     ``leaving_out`` left out."""
-    not_followers, params = "", {}
+    not_followers = ""
+    params: dict[str, Any] = {}
     if leaving_out:
         marks, params = in_list("leaving_out", leaving_out)
         not_followers = f" AND r.message_id NOT IN ({marks})"

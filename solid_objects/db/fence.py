@@ -321,6 +321,34 @@ def _fence_parts(
     return sets, params
 
 
+def _fence_update(
+    dialect: Dialect,
+    cursor: Any,
+    lease: LeaseRow,
+    *,
+    claimed_message_id: int | None,
+    state: str | None,
+    state_version: int,
+    state_revision: int,
+    release: bool,
+    lease_seconds: float,
+) -> dict[str, Any] | None:
+    """MySQL, SQLite: the fence's ``UPDATE`` (it takes the instance row lock); its
+    parameters if it matched, ``None`` if the lease is not ours."""
+    sets, params = _fence_parts(
+        dialect,
+        lease,
+        claimed_message_id=claimed_message_id,
+        state=state,
+        state_version=state_version,
+        state_revision=state_revision,
+        release=release,
+        lease_seconds=lease_seconds,
+    )
+    cursor.execute(render(dialect, FENCE, sets=sets), params)
+    return params if cursor.rowcount == 1 else None
+
+
 def fence(
     dialect: Dialect,
     cursor: Any,
@@ -334,8 +362,9 @@ def fence(
     lease_seconds: float,
 ) -> bool:
     """MySQL, SQLite: the fence, then the claimed row's deletion."""
-    sets, params = _fence_parts(
+    params = _fence_update(
         dialect,
+        cursor,
         lease,
         claimed_message_id=claimed_message_id,
         state=state,
@@ -344,8 +373,7 @@ def fence(
         release=release,
         lease_seconds=lease_seconds,
     )
-    cursor.execute(render(dialect, FENCE, sets=sets), params)
-    if cursor.rowcount != 1:
+    if params is None:
         return False
     if claimed_message_id is None:
         return True
@@ -469,8 +497,9 @@ def commit_and_claim_next(
     head (one ``DELETE``), and the claimed row moved in place to the head (deleted when
     nothing is due). Returns ``(fenced, the next claimed message, the due messages read
     after it)``; when not fenced nothing was written (the caller rolls back)."""
-    sets, params = _fence_parts(
+    params = _fence_update(
         dialect,
+        cursor,
         lease,
         claimed_message_id=claimed_message_id,
         state=state,
@@ -479,8 +508,7 @@ def commit_and_claim_next(
         release=False,
         lease_seconds=lease_seconds,
     )
-    cursor.execute(render(dialect, FENCE, sets=sets), params)
-    if cursor.rowcount != 1:
+    if params is None:
         return False, None, []
     # The group's followers are still in ready (deleted below, with the head's row).
     followers = [c.message_id for c in completions if not c.claimed]

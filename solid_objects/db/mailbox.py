@@ -607,15 +607,9 @@ def append_messages_postgresql(
     return appended
 
 
-def append_message_postgresql(
-    dialect: Dialect,
-    cursor: Any,
-    message: NewMessage,
-    cap: int,
-    notify_channel: str | None = None,
-) -> Appended:
-    """One message in one statement (:data:`APPEND_ONE_POSTGRESQL`)."""
-    params: dict[str, Any] = {
+def _one_message_params(message: NewMessage, cap: int) -> dict[str, Any]:
+    """The plain parameters of :data:`ONE_MESSAGE_CTES_POSTGRESQL` and the mailbox limit."""
+    return {
         "actor_type": message.actor_type,
         "actor_id": message.actor_id,
         "state_version": message.state_version,
@@ -628,6 +622,17 @@ def append_message_postgresql(
         "idempotency_key": message.idempotency_key,
         "available_at": message.available_at,
     }
+
+
+def append_message_postgresql(
+    dialect: Dialect,
+    cursor: Any,
+    message: NewMessage,
+    cap: int,
+    notify_channel: str | None = None,
+) -> Appended:
+    """One message in one statement (:data:`APPEND_ONE_POSTGRESQL`)."""
+    params = _one_message_params(message, cap)
     notify = ""
     if notify_channel is not None:
         notify = NOTIFY_WORK_ONCE
@@ -655,18 +660,8 @@ def append_and_lease_postgresql(
     (:data:`APPEND_AND_LEASE_ONE_POSTGRESQL`): ``(message id, instance id, sequence,
     the lease's generation or None when it was not free)``. ``lock_wait``: seconds
     (``None``: no bound)."""
-    params: dict[str, Any] = {
-        "actor_type": message.actor_type,
-        "actor_id": message.actor_id,
-        "state_version": message.state_version,
-        "cap": cap,
-        "operation": message.operation,
-        "delivery_mode": message.delivery_mode,
-        "arguments": message.arguments,
-        "max_attempts": message.max_attempts,
-        "request_id": message.request_id,
-        "idempotency_key": message.idempotency_key,
-        "available_at": message.available_at,
+    params = {
+        **_one_message_params(message, cap),
         "wait": "0" if lock_wait is None else milliseconds(lock_wait),
         "owner_id": owner_id,
         "token": token,
