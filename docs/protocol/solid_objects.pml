@@ -55,6 +55,9 @@
  *   OLD_CLEANUP    the dead-process cleanup before the fix of defect 1 (issue 9)
  *   NO_RECHECK     the recovery transactions do not re-check the lease under the row lock
  *   NO_MONITOR     no ready/claimed invariant process
+ *   DEFERRED_CLAIM a lease may also be taken without its first claim (a sync caller's
+ *                  enqueue on PostgreSQL takes it), the claim following in a second
+ *                  statement that re-checks the lease under the row lock
  *   COMMIT_CHECK_ONLY  only the property "no state change commits twice" is asserted
  */
 
@@ -316,6 +319,28 @@ inline new_registration(p) {
     fi
 
 /* ---------------------------------------------------------------- a worker process */
+/* Step 1's lease (the thread's process heartbeats first; a row another process's cleanup
+ * marked stopped is replaced by a new registration): a fresh token, owner, expiry. */
+inline take_lease() {
+    /* (a thread of the process running now, under its current registration) */
+    me = cur_pid[ps];
+#if THREADS > 1
+    myinc = osinc[ps];
+#endif
+    /* the heartbeat before the pass: a row that another process's cleanup marked
+     * stopped (it took us for dead during a pause) is replaced by a new one */
+    if
+    :: stopped[me] ->
+        new_registration(ps);
+        printf("P%d.%d finds its row stopped; continues as P%d\n", me, w, cur_pid[ps]);
+        me = cur_pid[ps]
+    :: else -> stale[me] = 0
+    fi;
+    fresh_token(tok);
+    wtok[w] = tok;
+    lease_owner = me; lease_tok = tok; lease_exp = 0;
+}
+
 proctype Worker(byte ps; byte w)  /* process slot ps, thread w */
 {
     byte me;            /* the process id this pass runs under */
@@ -332,6 +357,7 @@ proctype Worker(byte ps; byte w)  /* process slot ps, thread w */
     bit ok0, ok1, ok2;  /* handler outcomes of the group's turns */
     bit kg;             /* keep going after the commit (claim the next turn) */
     bit committed;      /* the fence passed */
+    bit defer;          /* the lease was taken without its first claim */
 
 restart:
     me = cur_pid[ps];
@@ -341,7 +367,7 @@ restart:
 top:
     atomic {
         wtok[w] = 0; tok = 0; first = NONE; fatt = 0; f1 = NONE; f2 = NONE; nxt = NONE;
-        stalec = 0; ok0 = 0; ok1 = 0; ok2 = 0; kg = 0; committed = 0
+        stalec = 0; ok0 = 0; ok1 = 0; ok2 = 0; kg = 0; committed = 0; defer = 0
     }
 end_idle:
     if
@@ -354,23 +380,7 @@ end_idle:
             * (The MariaDB/SQLite path, lease + recovery + claim in one transaction, is
             * this path with step 2 run at once.) */
            LEASABLE && CANDIDATE ->
-           /* (a thread of the process running now, under its current registration) */
-           me = cur_pid[ps];
-#if THREADS > 1
-           myinc = osinc[ps];
-#endif
-           /* the heartbeat before the pass: a row that another process's cleanup marked
-            * stopped (it took us for dead during a pause) is replaced by a new one */
-           if
-           :: stopped[me] ->
-               new_registration(ps);
-               printf("P%d.%d finds its row stopped; continues as P%d\n", me, w, cur_pid[ps]);
-               me = cur_pid[ps]
-           :: else -> stale[me] = 0
-           fi;
-           fresh_token(tok);
-           wtok[w] = tok;
-           lease_owner = me; lease_tok = tok; lease_exp = 0;
+           take_lease();
            stalec = (claim_msg != NONE);
            if
            :: !stalec -> claim_head(first, fatt)
@@ -385,6 +395,17 @@ end_idle:
                       me, w, tok, first, fatt)
            fi
        }
+#ifdef DEFERRED_CLAIM
+    :: d_step {
+           /* ---- 1'. a sync caller's enqueue (PostgreSQL, one autocommit statement) takes
+            * the lease while it is free and claims nothing: the first claim is a second
+            * statement (step 2 below), which locks the row while the lease is still ours. */
+           LEASABLE && CANDIDATE ->
+           take_lease();
+           defer = 1;
+           printf("P%d.%d leases (token %d) with its enqueue; claims later\n", me, w, tok)
+       }
+#endif
 #ifndef NO_GRACEFUL
     :: d_step {
            /* a graceful stop between passes: deregister (release_owned of our own id),
@@ -405,7 +426,7 @@ end_idle:
 #endif
     fi;
     if
-    :: stalec || fatt > MAXA ->
+    :: stalec || fatt > MAXA || defer ->
         /* ---- 2. recovery, in a second transaction: (re-check the lease,) move the claim
          * left behind back to ready or to its dead letter, claim the head (a message out of
          * attempts goes to its dead letter instead), release if nothing is due */
@@ -416,6 +437,10 @@ end_idle:
             if
             :: OUR_LEASE ->
 #endif
+                if
+                :: defer -> stalec = (claim_msg != NONE)  /* read under the row lock */
+                :: else
+                fi;
                 if
                 :: stalec ->
                     printf("P%d.%d recovery (row lock held): puts message %d back\n",

@@ -49,9 +49,23 @@ HOLDS = (
         defines=("NM=2", "MAXF=1", "PRODUCER", "ADMIN_PAUSE", "DESTROY"),
     ),
     Check(
+        "safety-deferred-claim",
+        "2 worker processes, 2 messages, 2 faults, leases also taken without their first "
+        "claim, as a sync caller's enqueue takes them (the claim a second statement under "
+        "the row lock)",
+        defines=("NM=2", "DEFERRED_CLAIM"),
+    ),
+    Check(
         "liveness",
         "every message completes or is dead-lettered: 2 worker processes, 2 messages, 2 faults",
         defines=("NM=2",),
+        liveness=True,
+    ),
+    Check(
+        "liveness-deferred-claim",
+        "every message completes or is dead-lettered with leases also taken without their "
+        "first claim: 2 worker processes, 2 messages, 1 fault",
+        defines=("NM=2", "MAXF=1", "DEFERRED_CLAIM"),
         liveness=True,
     ),
     Check(
