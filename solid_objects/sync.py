@@ -261,10 +261,9 @@ def start_sync(
     # PostgreSQL outside a transaction: the enqueue is one autocommit statement that also
     # takes the actor's lease if it is free; the first claim is one more (take_up).
     # Elsewhere the lease and the first claim are in the enqueue's transaction.
-    one_statement = (
-        dialect.lease_on_enqueue and not connection.in_atomic_block and connection.get_autocommit()
-    )
-    request_id = str(uuid.uuid4()) if one_statement else None  # run again: found, not doubled
+    # (Decided inside the recovered call: asking for autocommit opens the connection.)
+    # Its request id is chosen once: run again after a lost reply, it finds the message.
+    request_id = str(uuid.uuid4()) if dialect.lease_on_enqueue else None
     token = str(uuid.uuid4())
     #: How the caller builds the activation it took with its enqueue, if it took one, and
     #: the lease to give back if that fails for a lost connection.
@@ -272,6 +271,12 @@ def start_sync(
     held: list[bool] = []  # the new message's actor was leased by another activation
 
     def enqueue_and_claim(owner: str, attempt: Attempt) -> MessageHandle:
+        one_statement = (
+            request_id is not None
+            and not connection.in_atomic_block
+            and connection.get_autocommit()
+        )
+
         def claim_in_same_transaction(cursor: Any, enqueued: Enqueued) -> None:
             claim = lease_and_claim(cursor, alias, owner, [enqueued.instance_id], cache)
             if claim is not None:
@@ -292,7 +297,7 @@ def start_sync(
             lock_wait=lock_wait,
             then=None if one_statement else claim_in_same_transaction,
             prepared=arguments_json,
-            request_id=request_id,
+            request_id=request_id if one_statement else None,
             leasing=LeaseRequest(owner, token, settings.LEASE_DURATION) if one_statement else None,
         )
         attempt.message_reference = wrap(enqueued)

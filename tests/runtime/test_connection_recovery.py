@@ -219,6 +219,21 @@ def test_a_database_that_stays_unreachable_gives_a_typed_error_and_later_calls_w
     assert ref.snapshot().seen == [1, 4]
 
 
+@pytest.mark.parametrize("key", [None, "k"], ids=["no key", "idempotency key"])
+def test_a_sync_call_that_must_open_its_connection_while_the_database_is_down_gives_a_typed_error(
+    key,
+):
+    """No connection is open (an earlier failure closed it) and the server does not answer:
+    even the first look at the connection (is it in autocommit?) is a typed error."""
+    ref = Counter.ref("closed-first")
+    assert ref.append(1) == 1
+    connection.close()
+    with unreachable_database(), pytest.raises(DatabaseUnavailable) as raised:
+        ref.sync(idempotency_key=key).append(2)
+    assert raised.value.committed is False
+    assert ref.sync(idempotency_key=key).append(3) == 2
+
+
 def test_inside_the_callers_atomic_nothing_is_retried_or_closed():
     ref = Counter.ref("atomic")
     ref.enqueue().append(1)
