@@ -102,8 +102,7 @@ sysdeps:
 	[ -n "$$need" ] || exit 0; \
 	echo "==> the build and the tests need system packages: $(SYSTEM_PACKAGES)"; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	  export DEBIAN_FRONTEND=noninteractive; \
-	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $(SYSTEM_PACKAGES); \
+	  .ci/apt-install $(SYSTEM_PACKAGES); \
 	else \
 	  echo "Run this once, then run make again:" >&2; \
 	  echo "    sudo apt-get update && sudo apt-get install -y $(SYSTEM_PACKAGES)" >&2; \
@@ -133,8 +132,7 @@ browser-sysdeps:
 	    command -v chromium-browser >/dev/null 2>&1; }; then exit 0; fi; \
 	echo "==> the browser tests need system packages: $(BROWSER_PACKAGES)"; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	  export DEBIAN_FRONTEND=noninteractive; \
-	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $(BROWSER_PACKAGES); \
+	  .ci/apt-install $(BROWSER_PACKAGES); \
 	else \
 	  echo "Run this once, then run make again:" >&2; \
 	  echo "    sudo apt-get update && sudo apt-get install -y $(BROWSER_PACKAGES)" >&2; \
