@@ -4,8 +4,8 @@ Checks, in order (each ``ok``, ``warn`` or ``fail``; any ``fail`` makes the comm
 non-zero):
 
 1. **configuration**: the ``solid_objects`` system checks (settings) pass;
-2. **database**: vendor and version are supported (PostgreSQL 14+, MySQL 8.0+, MariaDB
-   10.6+, SQLite 3.35+);
+2. **database**: vendor and version are supported (PostgreSQL 14+, MariaDB 10.6+, SQLite
+   3.35+, tested in CI; MySQL 8.0+ expected to work, not tested in CI);
 3. **schema**: the eleven tables exist with the configured ``TABLE_PREFIX`` and no
    ``solid_objects`` migration is unapplied;
 4. **wake-ups**: the configured transport answers its probe (a failure with ``"auto"`` only

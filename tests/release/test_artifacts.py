@@ -112,6 +112,44 @@ def test_the_sdist_is_the_tracked_tree_and_the_license(dist: Path, tracked: list
     assert "LICENSE" in names
 
 
+def test_the_suite_runs_from_the_unpacked_sdist(dist: Path, tmp_path: Path) -> None:
+    """The tests an sdist carries run from it (the apps imported from the unpacked tree)."""
+    sdist = _one(dist, "django_solid_objects-*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        archive.extractall(tmp_path, filter="data")
+    unpacked = tmp_path / f"django_solid_objects-{_version()}"
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DJANGO_", "PYTHON", "PYTEST_", "DATABASE_URL"))
+    }
+    env["SOLID_TEST_SQLITE_DIR"] = str(tmp_path / "databases")
+    imported = _run(
+        sys.executable, "-c", "import solid_objects; print(solid_objects.__file__)", cwd=unpacked
+    )
+    assert Path(imported.strip()).is_relative_to(unpacked)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "tests/test_smoke.py",
+            "tests/test_example_project.py",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+        ],
+        cwd=unpacked,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert " passed" in done.stdout.splitlines()[-1]
+
+
 def test_the_wheel_installs_and_both_apps_run_from_it(dist: Path, tmp_path: Path) -> None:
     wheel = _one(dist, "django_solid_objects-*-py3-none-any.whl")
     venv = tmp_path / "venv"
