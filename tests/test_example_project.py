@@ -52,4 +52,4 @@ def test_the_example_shop_walkthrough(tmp_path: Path) -> None:
         timeout=300,
     )
     assert run.returncode == 0, run.stdout + run.stderr
-    assert run.stdout.count("ok: ") == 11, run.stdout
+    assert run.stdout.count("ok: ") == 16, run.stdout

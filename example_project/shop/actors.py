@@ -171,6 +171,25 @@ class ShoppingCart(Actor):
         """The status as a page shows it (live in every open tab)."""
         return STATUS_LABELS.get(self.status, self.status)
 
+    @observable  # invalidation-only: its broadcast rows carry {}, not the order
+    def last_order(self) -> str:
+        """The last checkout as the page words it ("" before the first one).
+
+        Invalidation-only on purpose: the amount, the payment confirmation and the
+        provider's error are not copied into broadcast rows (which the admin lists and
+        Channels carries); a page told that it changed fetches it from ``observed_values``,
+        which asks the subscription policy again."""
+        order = self.order
+        if not order:
+            return ""
+        if order.get("outcome") == "paid":
+            outcome = f"paid ({order.get('confirmation')})"
+        elif order.get("outcome") == "failed":
+            outcome = f"payment failed: {order.get('error')}"
+        else:
+            outcome = "waiting for the payment provider…"
+        return f"Last order: €{order.get('total')} — {outcome}"
+
 
 class PaymentDeclined(Exception):
     """The fake provider said no; retrying would not change its mind."""

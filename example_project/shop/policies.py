@@ -11,8 +11,9 @@ from typing import Any
 
 from .visitors import CART_KEY
 
-#: The cart observables pages may follow.
-CART_OBSERVABLES = frozenset({"item_count", "checkout_status"})
+#: The cart observables pages may follow (``last_order`` is invalidation-only: pages fetch
+#: it from ``observed_values``, which asks this policy too).
+CART_OBSERVABLES = frozenset({"item_count", "checkout_status", "last_order"})
 
 
 def can_watch(

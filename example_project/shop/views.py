@@ -102,7 +102,7 @@ def checkout(request: HttpRequest) -> HttpResponse:
     except solid_objects.Rejected as rejection:
         messages.error(request, rejection.message or rejection.code)
         return _back(request)
-    messages.info(request, "Payment sent to the (fake) provider: refresh in a moment.")
+    messages.info(request, "Payment sent to the (fake) provider: its answer shows up below.")
     return _back(request)
 
 

@@ -1,17 +1,22 @@
 """A scripted visit of the example shop, used by the test suite (``tests/test_example_project``):
 add to the cart, check out twice (one payment declined, one accepted), let the cart be
-abandoned, and check the cart, the journal and the projection after each step.
+abandoned, log in, and check the cart, the page, the journal and the projection after each
+step.
 
 Run as ``python example_project/manage.py shell -c "from shop.walkthrough import main; main()"``.
 """
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
+from django.contrib.auth import get_user_model
 from django.test import Client
 from django.utils import timezone
 
+from solid_objects.models import Effect
+from solid_objects.status import report
 from solid_objects.testing import run_due_reminders, run_pending_effects
 from tilttek_activity import catch_up, entries
 
@@ -24,6 +29,21 @@ def _check(condition: bool, what: str) -> None:
     if not condition:
         raise SystemExit(f"walkthrough failed: {what}")
     print(f"ok: {what}")
+
+
+def _cart_heading(page: bytes) -> tuple[str, str]:
+    """The server-rendered item count (the live element's text) and its unit."""
+    html = page.decode()
+    count = re.search(
+        r'id="cart-count"><span [^>]*data-solid-objects-state="rendered">([^<]*)</span>', html
+    )
+    unit = re.search(r'id="cart-count-unit">([^<]*)<', html)
+    return (count.group(1) if count else "?", unit.group(1) if unit else "?")
+
+
+def _buttons(page: bytes) -> tuple[bool, bool]:
+    """Whether the page offers Remove buttons and the Check out form."""
+    return b">Remove</button>" in page, b'action="/cart/checkout/"' in page
 
 
 def main() -> None:
@@ -54,8 +74,19 @@ def main() -> None:
         "the cart's turns recorded each add once per form token, and the rejected one not",
     )
 
+    page = client.get("/").content
+    _check(
+        _cart_heading(page) == ("3", "items") and _buttons(page) == (True, True),
+        "the page says 3 items and offers Remove and Check out",
+    )
+
     client.post("/cart/checkout/", {"form_token": "t-checkout-1"})
     _check(ShoppingCart.ref(cart_id).snapshot().status == "paying", "checkout emits a payment")
+    page = client.get("/").content
+    _check(
+        _buttons(page) == (False, False) and b"waiting for the payment provider" in page,
+        "while the payment is out, the page offers neither Remove nor Check out",
+    )
     run_pending_effects()
     ShoppingCart.ref(cart_id).summary()  # runs the callback the effect enqueued
     cart = ShoppingCart.ref(cart_id).snapshot()
@@ -73,6 +104,13 @@ def main() -> None:
     _check(
         cart.status == "payment_failed" and "declined" in cart.order["error"],
         "a declined payment reaches the cart's failure callback; the items stay",
+    )
+    declined = Effect.objects.get(effect_id=cart.order["payment_id"])
+    _check(
+        declined.name == "shop.charge_card"
+        and declined.status == Effect.Status.HANDLED
+        and report()["outbox"]["effects"]["dead"] == 0,
+        "the declined charge is a handled effect (the cart got it), not a dead one",
     )
 
     run_due_reminders(at=timezone.now() + timedelta(days=1))
@@ -103,4 +141,19 @@ def main() -> None:
         and member.encode() not in feed.content
         and client.session.session_key.encode() not in feed.content,
         "the feed page lists it, by display name only",
+    )
+
+    client.post("/cart/add/sock/", {"form_token": "t-one-sock"})
+    _check(_cart_heading(client.get("/").content) == ("1", "item"), "the page says 1 item")
+
+    # Django's login() gives the session a new key but keeps its data: the cart id with it.
+    before = client.session.session_key
+    user, _ = get_user_model().objects.get_or_create(username="walkthrough")
+    client.force_login(user)
+    page = client.get("/").content
+    _check(
+        client.session.session_key != before
+        and client.session[CART_KEY] == cart_id
+        and _cart_heading(page) == ("1", "item"),
+        "the cart survives logging in (same cart id, its count on the page)",
     )

@@ -3,6 +3,7 @@ and workers that no longer hand them to a layer nobody listens to."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -75,6 +76,48 @@ def test_with_a_shared_layer_the_web_process_leaves_delivery_to_workers() -> Non
         application = EmbeddedBroadcasts(URLRouter(websocket_urlpatterns))
         assert async_to_sync(sync_to_async(application.start, thread_sensitive=False))() is None
     assert not Process.objects.exists()
+
+
+def test_enabled_true_delivers_from_the_web_process_with_a_shared_layer(policy) -> None:
+    """``EmbeddedBroadcasts(app, enabled=True)``: a site with channels_redis (and workers)
+    that wants the web process to deliver anyway."""
+    policy(ALLOW_ALL)
+    user = UserFactory()
+    board = Board.ref(f"shared-{uuid.uuid4().hex}")
+    given = tokens.issue(tokens.Subject("tests.board", board.actor_id, "size"), f"u:{user.pk}")
+    # A prefix of its own: other runs share this Redis.
+    shared = {"default": {**REDIS["default"], "CONFIG": {**REDIS["default"]["CONFIG"]}}}
+    shared["default"]["CONFIG"]["prefix"] = f"solid-test-{uuid.uuid4().hex[:12]}"
+    with override_settings(CHANNEL_LAYERS=shared):
+        application = EmbeddedBroadcasts(URLRouter(websocket_urlpatterns), enabled=True)
+
+        async def test() -> None:
+            ws = WebsocketCommunicator(application, "/ws/solid-objects/")
+            ws.scope["user"] = user
+            assert (await ws.connect())[0]
+            assert application.delivery is not None  # started although the layer is shared
+            await ws.send_json_to({"action": "subscribe", "ref": 1, "token": given})
+            assert (await ws.receive_json_from(timeout=5))["type"] == "subscribed"
+            for n in range(2):
+                await sync_to_async(board.add)(f"item-{n}")
+            seen = [(await ws.receive_json_from(timeout=30))["value"] for _ in range(2)]
+            assert seen == [1, 2]
+            await ws.disconnect()
+            await sync_to_async(application.stop)()
+
+        try:
+            async_to_sync(test)()
+        finally:
+            application.stop()
+    assert set(Broadcast.objects.values_list("status", flat=True)) == {"delivered"}
+    embedded = Process.objects.get(kind="broadcast")
+    assert embedded.stopped_at is not None
+
+
+def test_enabled_false_leaves_the_in_memory_layer_alone(in_memory) -> None:
+    application = EmbeddedBroadcasts(URLRouter(websocket_urlpatterns), enabled=False)
+    assert async_to_sync(sync_to_async(application.start, thread_sensitive=False))() is None
+    assert application.delivery is None and not Process.objects.exists()
 
 
 def test_workers_leave_broadcasts_to_the_web_process_with_the_in_memory_layer(in_memory) -> None:

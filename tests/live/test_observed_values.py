@@ -99,3 +99,24 @@ def test_an_expired_token_is_renewed_while_the_policy_allows(policy, monkeypatch
     assert client.get(URL, {"token": given}).json()["values"] == [
         {"ok": False, "reason": "expired"}
     ]
+
+
+def test_a_recreated_actor_reports_a_higher_instance_id(policy) -> None:
+    """Pages order values by ``(instance_id, state_revision)`` (live.js): that needs instance
+    ids to grow, even when the destroyed incarnation was the newest row of the table (a
+    reused id, as SQLite without AUTOINCREMENT or an InnoDB counter recomputed from the
+    table would give, would make the page ignore the new incarnation)."""
+    policy(OWNER)
+    user = UserFactory()
+    board = Board.ref(f"board-of-{user.pk}")
+    client = Client()
+    client.force_login(user)
+    token = token_for(user, board.actor_id)
+    seen = []
+    for _ in range(3):
+        board.add("a")
+        (value,) = client.get(URL, {"token": token}).json()["values"]
+        seen.append((value["instance_id"], value["state_revision"], value["value"]))
+        assert board.destroy()
+    assert [instance for instance, _, _ in seen] == sorted({i for i, _, _ in seen})
+    assert all(value == 1 for _, _, value in seen)

@@ -2,15 +2,18 @@
  *
  * Loaded by {% solid_objects_script %}; no build step, no dependency. One WebSocket per page:
  * each element with a data-solid-objects-token is subscribed; a change is applied only when
- * its (instance_id, state_revision) is newer than what the element shows (a different
- * instance_id is a new incarnation of the actor and resets the comparison). After a
+ * its (instance_id, state_revision) is newer than what the element shows, compared in that
+ * order: a higher instance_id is a newer incarnation of the actor (destroyed and created
+ * again: its revisions start again), a lower one an older incarnation whose value arrives
+ * late (a refresh fetched before the re-creation), which is ignored. After a
  * disconnect the script reconnects with a growing delay, re-subscribes and refreshes every
  * element from the observed_values endpoint (changes sent meanwhile are not replayed).
  * Invalidation-only observables are refreshed through the same endpoint.
  *
  * Each applied value dispatches a bubbling "solid-objects:change" event on the element, with
  * detail {observable, value, previous, instanceId, stateRevision, source}.
- * window.solidObjects exposes {state, refresh, reconnect} for pages and tests.
+ * window.solidObjects exposes {state, connects, refreshes, received, refresh, reconnect} for
+ * pages and tests (received: change messages that reached the page, applied or not).
  */
 (function () {
   "use strict";
@@ -27,7 +30,7 @@
   var nextRef = 1;
   var byRef = {};         // ref -> element
   var timer = null;
-  var api = { state: "connecting", connects: 0, refreshes: 0 };
+  var api = { state: "connecting", connects: 0, refreshes: 0, received: 0 };
 
   function display(value) {
     if (value === null || value === undefined) { return ""; }
@@ -40,9 +43,14 @@
             parseInt(el.getAttribute("data-solid-objects-revision") || "0", 10)];
   }
 
+  // (instance_id, state_revision) compared lexicographically. Instance ids only grow on a
+  // database (auto-increment keys are never reused), so a higher id is a later incarnation
+  // whatever its revision, and a lower one is a late value of an earlier incarnation.
   function newer(el, instanceId, revision) {
     var current = position(el);
-    if (instanceId !== current[0]) { return true; } // another incarnation: start again
+    instanceId = Number(instanceId);
+    revision = Number(revision);
+    if (instanceId !== current[0]) { return instanceId > current[0]; }
     return revision > current[1];
   }
 
@@ -139,6 +147,7 @@
         refuse(el, message.reason || "forbidden");
       }
     } else if (message.type === "change") {
+      api.received += 1;
       var targets = (message.refs || []).map(function (ref) { return byRef[ref]; })
         .filter(function (target) { return target && live(target); });
       if (message.invalidate) {
