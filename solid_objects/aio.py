@@ -6,8 +6,15 @@ The same two halves as :mod:`solid_objects.sync`, never on the loop's thread: th
 later look at the message run in a worker thread through :func:`asgiref.sync.sync_to_async`,
 which is also how Django runs the ORM from async code (``thread_sensitive``: the same thread,
 hence the same connection, as the request's other database work). Between two looks the
-coroutine waits on the loop, woken early by a result hint (the in-process doorbell, which
-PostgreSQL ``LISTEN`` and Redis hints ring too), never by a thread parked in a poll.
+coroutine waits on the loop (an :class:`asyncio.Event` set from the ``result`` doorbell,
+which PostgreSQL ``LISTEN`` and Redis hints ring too), never in a thread parked in a poll.
+
+What wakes it, and what it does then, is decided exactly as for a sync caller: it registers
+as a waiter of its message (:func:`.progress.waiting`), a hint makes it look only when its
+message may be final (:func:`.sync.after_hint`), and when the holder releases the actor with
+the message still pending, the waiter of this process furthest behind takes it over. A call
+whose enqueue found the actor held waits for a hint before its first look. So many awaited
+callers of one actor cost what as many sync callers cost.
 """
 
 from __future__ import annotations
@@ -22,13 +29,24 @@ from asgiref.sync import sync_to_async
 from .db.connections import recovering
 from .mailbox import Enqueued
 from .messages import MessageHandle
-from .runtime.wakeup import doorbell
+from .runtime.wakeup import doorbell, progress
+from .runtime.wakeup.transports import ensure_listener
 from .spec import ActorAddress
-from .sync import MAX_WAIT, PENDING, may_assist, result_deadline, start_sync, step
+from .sync import (
+    CLOSER,
+    FIRST_WAIT,
+    LOOK,
+    MAX_WAIT,
+    PENDING,
+    TAKE_OVER,
+    after_hint,
+    may_assist,
+    result_deadline,
+    start_sync,
+    step,
+)
 
 __all__ = ["await_result", "call"]
-
-_FIRST_WAIT = 0.002
 
 
 async def call(
@@ -53,7 +71,14 @@ async def call(
     )
     if started.done is not PENDING:
         return started.done
-    return await _drive(started.message, started.alias, started.deadline, assist=True)
+    return await _drive(
+        started.message,
+        started.alias,
+        started.deadline,
+        assist=True,
+        look_first=not started.held_elsewhere,
+        what="sync call",
+    )
 
 
 async def await_result(message: MessageHandle, timeout: float | None) -> Any:
@@ -63,18 +88,33 @@ async def await_result(message: MessageHandle, timeout: float | None) -> Any:
     return await _drive(message, message.using, deadline, assist=assist)
 
 
-def _look(message: MessageHandle, alias: str, deadline: float | None, assist: bool) -> Any:
+def _look(
+    message: MessageHandle,
+    alias: str,
+    deadline: float | None,
+    assist: bool,
+    take_over: bool,
+    what: str,
+) -> Any:
     return recovering(
         alias,
-        "result()",
-        lambda attempt: step(message, alias, deadline, assist=assist),
+        what,
+        lambda attempt: step(message, alias, deadline, assist=assist, take_over=take_over),
         message_reference=message,
     )
 
 
 async def _drive(
-    message: MessageHandle, alias: str, deadline: float | None, *, assist: bool
+    message: MessageHandle,
+    alias: str,
+    deadline: float | None,
+    *,
+    assist: bool,
+    look_first: bool = True,
+    what: str = "result()",
 ) -> Any:
+    """Look until the message's outcome is final: :func:`solid_objects.sync._drive`, with
+    its waits awaited on the loop."""
     loop = asyncio.get_running_loop()
     rang = asyncio.Event()
 
@@ -86,19 +126,61 @@ async def _drive(
 
     bell = doorbell("result")
     bell.subscribe(hint)
-    wait = _FIRST_WAIT
     try:
-        while True:
-            rang.clear()  # a ring during the look below is kept: the wait returns at once
-            done = await sync_to_async(_look)(message, alias, deadline, assist)
-            if done is not PENDING:
-                return done
-            remaining = None if deadline is None else deadline - time.monotonic()
-            delay = wait if remaining is None else max(min(wait, remaining), 0.0)
-            try:
-                await asyncio.wait_for(rang.wait(), delay)
-            except TimeoutError:
-                pass
-            wait = min(wait * 2, MAX_WAIT)
+        with progress.waiting(alias, message.instance_id, message.sequence):
+            return await _wait_and_look(
+                message, alias, deadline, rang, assist=assist, look_first=look_first, what=what
+            )
     finally:
         bell.unsubscribe(hint)
+
+
+async def _wait_and_look(
+    message: MessageHandle,
+    alias: str,
+    deadline: float | None,
+    rang: asyncio.Event,
+    *,
+    assist: bool,
+    look_first: bool,
+    what: str,
+) -> Any:
+    wait = FIRST_WAIT
+    take_over = False
+    while True:
+        rang.clear()  # a ring during the look below is kept: the wait returns at once
+        heard = progress.known(alias, message.instance_id)
+        if look_first:
+            done = await sync_to_async(_look)(message, alias, deadline, assist, take_over, what)
+            if done is not PENDING:
+                return done
+        else:
+            ensure_listener(alias)  # hear the holder's result hints (starts in a thread)
+        look_first, take_over = True, False
+        look_again = _until(wait, deadline)
+        while True:
+            left = look_again - time.monotonic()
+            if left <= 0 or not await _rung(rang, left):
+                wait = min(wait * 2, MAX_WAIT)  # the backoff ran out: look at the database
+                break
+            rang.clear()
+            heeded, heard = after_hint(message, alias, heard, assist=assist)
+            if heeded in (LOOK, TAKE_OVER):
+                take_over = heeded == TAKE_OVER
+                break
+            if heeded == CLOSER:
+                look_again = _until(wait, deadline)
+
+
+def _until(wait: float, deadline: float | None) -> float:
+    look_again = time.monotonic() + wait
+    return look_again if deadline is None else min(look_again, deadline)
+
+
+async def _rung(rang: asyncio.Event, timeout: float) -> bool:
+    """Wait on the loop for a ring, at most ``timeout`` seconds; ``True`` if it rang."""
+    try:
+        await asyncio.wait_for(rang.wait(), timeout)
+    except TimeoutError:
+        return False
+    return True

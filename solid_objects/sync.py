@@ -101,7 +101,7 @@ def cache_for(alias: str) -> ActivationCache:
 
 #: The first wait between steps of a sync caller whose actor another activation holds; it
 #: doubles up to MAX_WAIT (hints end a wait early).
-_FIRST_WAIT = 0.005
+FIRST_WAIT = 0.005
 MAX_WAIT = 0.1
 #: Lock waits follow the deadline up to this many seconds (PostgreSQL's ``lock_timeout``
 #: takes at most 2**31 - 1 ms); a longer deadline still bounds the call as a whole.
@@ -435,7 +435,7 @@ def _wait_and_step(
     look_first: bool = True,
 ) -> Any:
     bell = doorbell("result")
-    wait = _FIRST_WAIT
+    wait = FIRST_WAIT
     take_over = False
     while True:
         seen = bell.generation
@@ -456,23 +456,47 @@ def _wait_and_step(
                 wait = min(wait * 2, MAX_WAIT)  # the backoff ran out: look at the database
                 break
             seen = bell.generation
-            now_heard = progress.known(alias, message.instance_id)
-            if now_heard[0] >= message.sequence or now_heard[2] != heard[2]:
-                break  # this message may be final (or a hint said nothing): look
-            if now_heard[1] != heard[1] and (
-                not assist or progress.next_to_run(alias, message.instance_id, message.sequence)
-            ):
-                # The actor was released with this message still pending as far as this
-                # process heard: take it over (its pass reads the message's outcome).
-                take_over = assist
+            heeded, heard = after_hint(message, alias, heard, assist=assist)
+            if heeded in (LOOK, TAKE_OVER):
+                take_over = heeded == TAKE_OVER
                 break
-            if now_heard[0] != heard[0]:
-                # The actor is making progress towards this message: the backoff starts
-                # over (hints of other actors never extend it).
+            if heeded == CLOSER:  # the backoff starts over
                 look_again = time.monotonic() + wait
                 if deadline is not None:
                     look_again = min(look_again, deadline)
-            heard = now_heard
+
+
+#: What a waiting caller does after a ``result`` hint (:func:`after_hint`).
+LOOK, TAKE_OVER, CLOSER, WAIT = "look", "take over", "closer", "wait"
+
+
+def after_hint(
+    message: MessageHandle, alias: str, heard: tuple[int, int, int], *, assist: bool
+) -> tuple[str, tuple[int, int, int]]:
+    """What a caller waiting for ``message`` does after a ``result`` hint, from what this
+    process has heard of its actor (:func:`.progress.known`) since ``heard``; returned with
+    what it has heard now. The sync and the awaited waiters (:mod:`solid_objects.aio`) both
+    decide with it:
+
+    - :data:`LOOK`: this message may be final, or a hint said nothing (or the actor was
+      released and the caller does not run actors): read the database;
+    - :data:`TAKE_OVER`: the actor was released with this message still pending as far as
+      this process heard, and this caller is the one of its process to take it over (its
+      pass reads the message's outcome);
+    - :data:`CLOSER`: the actor is making progress towards this message: keep waiting, the
+      backoff starts over (hints of other actors never extend it);
+    - :data:`WAIT`: nothing for this caller (other actors' progress, or a release another
+      waiter takes over): keep waiting.
+    """
+    now = progress.known(alias, message.instance_id)
+    if now[0] >= message.sequence or now[2] != heard[2]:
+        return LOOK, now
+    if now[1] != heard[1]:
+        if not assist:
+            return LOOK, now
+        if progress.next_to_run(alias, message.instance_id, message.sequence):
+            return TAKE_OVER, now
+    return (CLOSER if now[0] != heard[0] else WAIT), now
 
 
 def step(

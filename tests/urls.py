@@ -11,4 +11,11 @@ urlpatterns = [
     path("counter/<str:actor_id>/add", views.counter_add),
     path("counter/<str:actor_id>/enqueue", views.counter_enqueue),
     path("counter/<str:actor_id>/refuse", views.counter_refuse),
+    path("counter/<str:actor_id>/snapshot", views.counter_snapshot),
+    path("counter/<str:actor_id>/find", views.counter_find),
+    path("counter/<str:actor_id>/destroy", views.counter_destroy),
+    path("activity/record", views.activity_record),
+    path("activity/record-many", views.activity_record_many),
+    path("activity/cancel", views.activity_cancel),
+    path("activity/entries", views.activity_entries),
 ]

@@ -10,12 +10,17 @@ from __future__ import annotations
 import asyncio
 import math
 import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
+from django.db import connection, connections
+from django.test.utils import CaptureQueriesContext
 
 from solid_objects import (
+    ActorReference,
     InvalidPayload,
     MessageFailed,
     Rejected,
@@ -24,7 +29,7 @@ from solid_objects import (
 )
 from solid_objects.models import Message
 from solid_objects.testing import run_pending_effects
-from tests.runtime.helpers import start_thread
+from tests.runtime.helpers import Worker, start_thread
 from tests.testapp.actors import core
 from tests.testapp.actors.core import Blocker, Counter
 from tests.testapp.actors.outbox import Payer
@@ -216,3 +221,109 @@ def test_an_awaited_call_sends_the_statements_of_a_sync_call():
     async_cost = count_statements(lambda: run(awaited))
     assert async_cost == sync_cost
     assert cart.snapshot().value == 3
+
+
+# -- many awaited callers of one held actor ----------------------------------------------------
+CALLERS = 8
+
+
+def hold_with_a_worker(blocker: ActorReference[Blocker], key: str) -> Worker:
+    """A worker-like thread leases the actor and runs one held turn of it (its pass ends
+    after that turn, releasing the actor with any later messages still pending)."""
+    from solid_objects.runtime import processes
+    from tests.runtime.helpers import run_once
+
+    first = blocker.enqueue().hold(key)
+    owner = processes.register("worker", connection.alias)
+    holder = start_thread(lambda: run_once(first.instance_id, owner, max_messages=1), "holder")
+    assert core.entered.setdefault(key, threading.Event()).wait(30)
+    return holder
+
+
+async def enqueued(actor_id: str, count: int) -> None:
+    """Until ``count`` messages of the actor are in its mailbox (the callers are waiting)."""
+
+    def messages() -> int:
+        return Message.objects.filter(actor_id=actor_id).count()
+
+    while await sync_to_async(messages)() < count:
+        await asyncio.sleep(0.01)
+
+
+def test_concurrent_awaited_callers_of_a_held_actor_are_answered_once_each_in_order():
+    """Another thread holds the actor while eight awaited calls wait on the loop. When it
+    releases the actor with their messages pending, they are all answered, each by exactly
+    one turn, in mailbox order (one of them takes the actor over and its pass runs the
+    others' messages on its way)."""
+    key = "aio-many"
+    blocker = Blocker.ref("many")
+    holder = hold_with_a_worker(blocker, key)
+
+    async def scenario() -> list[int]:
+        calls = [
+            asyncio.ensure_future(blocker.aio.sync(timeout=60, idempotency_key=f"c{i}").bump())
+            for i in range(CALLERS)
+        ]
+        await enqueued("many", CALLERS + 1)
+        assert not any(call.done() for call in calls)  # all wait for the holder
+        core.holds.setdefault(key, threading.Event()).set()
+        return list(await asyncio.gather(*calls))
+
+    results = run(scenario)
+    assert holder.outcome().processed == 1  # the holder ran its own turn only
+    assert sorted(results) == list(range(2, CALLERS + 2))  # one turn each, after the held one
+    stored = list(Message.objects.filter(actor_id="many").order_by("sequence"))
+    assert [m.result for m in stored] == list(range(1, CALLERS + 2))  # in mailbox order
+    assert all(m.attempt_count == 1 and m.completed_at is not None for m in stored)
+    by_key = {m.idempotency_key: m.result for m in stored}
+    assert [by_key[f"c{i}"] for i in range(CALLERS)] == results  # each got its own
+    assert blocker.snapshot().hits == CALLERS + 1
+
+
+def test_hints_about_other_actors_do_not_send_awaited_waiters_to_the_database():
+    """Awaited callers of a held actor wait as sync callers do: the result hint of every
+    commit in this process (here of sync calls on another actor, made one at a time from
+    another thread) does not make them look at their message; only their backoff does (a
+    look at most MAX_WAIT apart per caller). Woken by every hint, they would each look
+    once or more per commit."""
+    from solid_objects.db.instances import MESSAGE_OUTCOME
+    from solid_objects.sync import FIRST_WAIT, MAX_WAIT
+
+    key = "aio-quiet"
+    blocker = Blocker.ref("quiet")
+    holder = hold_with_a_worker(blocker, key)
+    other = Counter.ref("busy")
+    commits = 40
+    thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="other-actor")
+
+    async def scenario(statements: CaptureQueriesContext) -> tuple[int, float]:
+        loop = asyncio.get_running_loop()
+        calls = [asyncio.ensure_future(blocker.aio.sync(timeout=60).bump()) for _ in range(CALLERS)]
+        await enqueued("quiet", CALLERS + 1)
+        before, started = len(statements), time.monotonic()
+        for _ in range(commits):
+            await loop.run_in_executor(thread, other.add, 1)  # its thread's own connection
+            # Let every waiter the commit's hint woke run, then every look it asked for (the
+            # looks run in order, in this thread, on this test's connection).
+            for _ in range(20):
+                await asyncio.sleep(0)
+            await sync_to_async(lambda: None)()
+        phase = statements.captured_queries[before:]
+        elapsed = time.monotonic() - started
+        core.holds.setdefault(key, threading.Event()).set()
+        assert sorted(await asyncio.gather(*calls)) == list(range(2, CALLERS + 2))
+        looks = sum(1 for query in phase if query["sql"].startswith(MESSAGE_OUTCOME[:40]))
+        return looks, elapsed
+
+    try:
+        # This thread's connection itself (the proxy would resolve in the loop's thread).
+        with CaptureQueriesContext(connections[connection.alias]) as statements:
+            looks, elapsed = run(scenario, statements)
+    finally:
+        thread.submit(connections.close_all).result()
+        thread.shutdown()
+    assert holder.outcome().processed == 1
+    assert other.snapshot().value == commits
+    # The backoff doubles from FIRST_WAIT to MAX_WAIT, then stays there.
+    ramp = math.log2(MAX_WAIT / FIRST_WAIT) + 2
+    assert looks <= CALLERS * (elapsed / MAX_WAIT + ramp), (looks, elapsed)

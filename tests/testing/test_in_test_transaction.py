@@ -8,16 +8,27 @@ from datetime import timedelta
 
 import pytest
 from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
 from django.db import connection, transaction
+from django.test import override_settings
 from django.utils import timezone
 
 from solid_objects import MessageFailed, Rejected, SyncInsideTransaction
-from solid_objects.models import ClaimedMessage, DeadLetter, Instance, Message, ReadyMessage
+from solid_objects.models import (
+    Broadcast,
+    ClaimedMessage,
+    DeadLetter,
+    Instance,
+    Message,
+    ReadyMessage,
+)
 from solid_objects.sync import caller_cache
 from solid_objects.testing import NotDrained, drain
+from tests.testapp.actors.broadcasts import Board
 from tests.testapp.actors.core import Counter
 from tests.testapp.actors.endless import Rally
 from tests.testapp.actors.outbox import Alarm, Messenger, Payer
+from tests.testing.layers import IN_MEMORY, received, subscribe
 
 pytestmark = pytest.mark.django_db
 
@@ -147,3 +158,24 @@ def test_awaited_calls_in_the_test_transaction():
 
     assert async_to_sync(scenario)() == 3
     assert Instance.objects.get(actor_id="aio").state == {"value": 3}
+
+
+def test_drain_delivers_broadcasts_to_the_actor_group():
+    with override_settings(CHANNEL_LAYERS=IN_MEMORY):
+        layer = get_channel_layer()
+        channel = subscribe(layer, "tests.board", "live")
+        board = Board.ref("live")
+        board.add("shirt")  # a sync call: its turn commits a broadcast row
+        queued = board.enqueue().add_and_retitle("hat", "Hats")  # drain() runs this turn
+        report = drain()
+        assert report.turns == [("tests.board", "live", queued.id, "completed")]
+        assert report.broadcasts == 3  # one row per changed observable, all delivered
+        messages = received(layer, channel, 3)
+        assert not drain()  # delivered once: nothing left
+    assert [(m["observable"], m["value"], m["state_revision"]) for m in messages] == [
+        ("size", 1, 1),
+        ("size", 2, 2),
+        ("title", {}, 2),
+    ]
+    assert {(m["actor_type"], m["actor_id"]) for m in messages} == {("tests.board", "live")}
+    assert Broadcast.objects.exclude(status="delivered").count() == 0

@@ -6,12 +6,17 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.test import TestCase
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.test import TestCase, override_settings
 from django.utils import timezone
 
 from solid_objects import Rejected
+from solid_objects.channels_groups import group_name
 from solid_objects.testing import SolidObjectsTestMixin, drain, run_due_reminders
+from tests.testapp.actors.broadcasts import Board
 from tests.testapp.actors.recipes import ShoppingCart
+from tests.testing.layers import IN_MEMORY
 
 
 @pytest.mark.django_db
@@ -50,6 +55,17 @@ def test_test_clock_recipe(db):
     cart.add_item("shirt")
     drain(at=timezone.now() + timedelta(days=3))  # the abandonment reminder and its turn
     assert cart.snapshot().status == "expired"
+
+
+@override_settings(CHANNEL_LAYERS=IN_MEMORY)
+def test_broadcasts_recipe(db):
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(group_name("tests.board", "page"), channel)
+    Board.ref("page").add("shirt")  # changes an @observable
+    assert drain().broadcasts == 1  # one per changed observable
+    message = async_to_sync(layer.receive)(channel)
+    assert (message["observable"], message["value"]) == ("size", 1)
 
 
 class CartTests(SolidObjectsTestMixin, TestCase):

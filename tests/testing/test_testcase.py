@@ -6,14 +6,17 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from django.test import TestCase, TransactionTestCase
+from channels.layers import get_channel_layer
+from django.test import TestCase, TransactionTestCase, override_settings
 from django.utils import timezone
 
 from solid_objects import Rejected
-from solid_objects.models import Instance
+from solid_objects.models import Broadcast, Instance
 from solid_objects.testing import SolidObjectsTestMixin
+from tests.testapp.actors.broadcasts import Board
 from tests.testapp.actors.core import Counter
 from tests.testapp.actors.outbox import Alarm, Payer
+from tests.testing.layers import IN_MEMORY, received, subscribe
 
 
 class InsideTheTestTransaction(SolidObjectsTestMixin, TestCase):
@@ -38,6 +41,22 @@ class InsideTheTestTransaction(SolidObjectsTestMixin, TestCase):
         self.assertEqual((report.effects, report.reminders), (1, 1))
         self.assertEqual(Payer.ref("p").summary()["successes"][0]["result"]["echo"], 3)
         self.assertEqual([r["label"] for r in Alarm.ref("a").rang()], ["soon"])
+
+    @override_settings(CHANNEL_LAYERS=IN_MEMORY)
+    def test_drain_delivers_broadcasts(self) -> None:
+        layer = get_channel_layer()
+        channel = subscribe(layer, "tests.board", "tc")
+        Board.ref("tc").add("shirt")
+        queued = Board.ref("tc").enqueue().retitle("Shirts")
+        report = self.drain()
+        self.assertEqual(report.turns, [("tests.board", "tc", queued.id, "completed")])
+        self.assertEqual(report.broadcasts, 2)
+        messages = received(layer, channel, 2)
+        self.assertEqual(
+            [(m["observable"], m["value"], m["state_revision"]) for m in messages],
+            [("size", 1, 1), ("title", {}, 2)],
+        )
+        self.assertFalse(Broadcast.objects.exclude(status="delivered").exists())
 
     async def test_async_method(self) -> None:
         cart = Counter.ref("async")
