@@ -1,7 +1,8 @@
 """Retrying dead letters: the original operation goes to the tail of the mailbox again.
 
-Operators reach it through ``DeadLetter.objects.retry()`` (admin, ``manage.py
-solid_objects_dead_letters --retry``); the statements are in
+Operators reach it only through the models' verbs, ``DeadLetter.retry()`` and
+``DeadLetter.objects.retry()`` (the admin's actions, ``manage.py solid_objects_dead_letters
+--retry``); the statements are in
 :mod:`solid_objects.db.dead_letters`. Over shards, :mod:`solid_objects.dead_letter_lookup`
 lists them and finds the alias holding an id.
 """

@@ -48,9 +48,8 @@ from django.db import DatabaseError, connections, models, transaction
 from django.db.models import Count, F
 
 from .conf import get_settings
-from .db.instances import DELETE_INSTANCE
+from .db.instances import delete_instance
 from .db.resharding import live_workers, lock_identity
-from .db.sql import render
 from .db.vendors import dialect_for
 from .errors import InvalidReshard
 from .models import (
@@ -318,7 +317,7 @@ def move(mover: Mover) -> str:
                 return BUSY
         pause_point("reshard.copied")
         with connection.cursor() as cursor:
-            cursor.execute(render(dialect, DELETE_INSTANCE), {"id": instance_id})
+            delete_instance(dialect, cursor, instance_id)
         pause_point("reshard.deleted")
     return MOVED
 

@@ -163,7 +163,7 @@ def wait_until_projected(
     delay = min(0.005, ceiling)
     backend = backend_for(alias)
     while True:
-        if _checkpoint_position(backend, name) >= position:
+        if backend.checkpoint_position(name) >= position:
             return True
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -184,7 +184,7 @@ class _Runner:
         """``progress`` bound to this projection: called with each new checkpoint position."""
         if progress is None:
             return None
-        start = _checkpoint_position(self.backend, self.name)
+        start = self.backend.checkpoint_position(self.name)
         total = max(0, self.backend.head() - start)
         progress(self.name, 0, total)
 
@@ -287,15 +287,6 @@ class _Runner:
                 reason=hole.reason,
                 using=self.alias,
             )
-
-
-def _checkpoint_position(backend: Backend, name: str) -> int:
-    with backend.connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT position FROM {backend.checkpoint_table} WHERE projection = %s", [name]
-        )
-        row = cursor.fetchone()
-    return 0 if row is None else int(row[0])
 
 
 def _seconds(value: Any, field: str, *, positive: bool) -> float:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db import connections, models
+from django.db import models
 from django.db.models import Q, Value
 from django.db.models.functions import Substr
 from django.db.models.lookups import Exact
@@ -214,11 +214,9 @@ def select_statement(
 
 
 def run_entries(alias: str, sql: str, params: Sequence[Any]) -> list[ActivityEntry]:
-    with connections[alias].cursor() as cursor:
-        cursor.execute(sql, params)
-        rows = cursor.fetchall()
-    tz = backend_for(alias).timezone
-    return [decode_row(row, tz) for row in rows]
+    backend = backend_for(alias)
+    tz = backend.timezone
+    return [decode_row(row, tz) for row in backend.read_compiled(sql, params)]
 
 
 def _aware(value: Any, field: str) -> datetime:

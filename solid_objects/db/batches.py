@@ -25,7 +25,7 @@ from .dialect import Dialect
 from .fence import complete
 from .leases import FREE, LEASE_SETS, candidate_order_sqlite, state_unless_cached
 from .rows import BatchedTurn, Completion, LeaseRow, MessageRow, lease_from_row, message_from_row
-from .sql import in_list, render
+from .sql import each, in_list, render
 
 # -- PostgreSQL: one statement each ---------------------------------------------------------
 
@@ -131,11 +131,14 @@ DUE_HEADS = (
 #: The heads out of ready.
 UNREADY_HEADS = "DELETE FROM {t_ready} WHERE message_id IN ({ids})"
 
-#: The heads claimed under their leases (``{rows}``).
+#: The heads claimed under their leases (``{rows}``: one :data:`CLAIM_ROW` per head).
 INSERT_CLAIMS = (
     "INSERT INTO {t_claimed} (message_id, instance_id, process_id, activation_token, "
     "activation_generation, claimed_at) VALUES {rows}"
 )
+
+#: One head claimed: message ``m_N`` of instance ``i_N`` under the lease's generation ``g_N``.
+CLAIM_ROW = "(%(m_{n})s, %(i_{n})s, %(owner_id)s, %(token)s, %(g_{n})s, {now})"
 
 #: Their attempts counted.
 COUNT_ATTEMPTS = (
@@ -151,22 +154,46 @@ CLAIMED_MESSAGES = (
 #: Which instances of a batch are still fenced (``{where}``: :data:`BATCH_FENCE_WHERE`).
 FENCED_INSTANCES = "SELECT id FROM {t_instances} WHERE {where}{for_update}"
 
-#: The fence of every instance of a batch (``{generations}``, ``{claimed}``: ``CASE id``).
+#: The fence of every instance of a batch: owner, token, the unexpired lease, each
+#: instance's generation and claimed message (``{generations}``, ``{claimed}``: one
+#: :data:`TURN_WHEN` per turn, named ``gen`` and ``claim``; the claimed message's ``CASE``
+#: is keyed on the instance the subquery correlates to).
 BATCH_FENCE_WHERE = (
     "id IN ({ids}) AND activation_owner_id = %(owner_id)s AND activation_token = %(token)s "
-    "AND activation_expires_at > {now} AND activation_generation = {generations} "
+    "AND activation_expires_at > {now} AND activation_generation = "
+    "CASE id {generations} ELSE NULL END "
     "AND EXISTS (SELECT 1 FROM {t_claimed} c WHERE c.instance_id = {t_instances}.id "
-    "AND c.activation_token = %(token)s AND c.message_id = {claimed})"
+    "AND c.activation_token = %(token)s AND c.message_id = "
+    "CASE {t_instances}.id {claimed} ELSE NULL END)"
 )
 
-#: The state the turns left and the leases released (``{where}``: the fenced ids, or
-#: the whole fence on SQLite, which returns the ids it wrote).
+#: MySQL: the instances found fenced (``{ids}``), written by :data:`RELEASE_BATCH`.
+FENCED_IDS = "id IN ({ids})"
+
+#: The value of one turn's instance (``{name}_id_N``) in a ``CASE id``: ``{name}_N``
+#: (``{cast}``: the JSON cast of a state, or nothing).
+TURN_WHEN = "WHEN %({name}_id_{n})s THEN %({name}_{n})s{cast}"
+
+#: A column written per instance (``{whens}``: :data:`TURN_WHEN` per turn writing it), the
+#: others keep ``{column}``.
+COLUMN_BY_INSTANCE = "CASE id {whens} ELSE {column} END"
+
+#: The state the turns left and the leases released (``{where}``: :data:`FENCED_IDS`, or
+#: the whole fence on SQLite, which returns the ids it wrote with
+#: :data:`RETURNING_RELEASED`; ``{state}``, ``{state_version}``, ``{state_revision}``:
+#: :data:`COLUMN_BY_INSTANCE`, or the column itself when no turn wrote state).
 RELEASE_BATCH = (
     "UPDATE {t_instances} SET last_used_at = {now}, updated_at = {now}, state = {state}, "
     "state_version = {state_version}, state_revision = {state_revision}, "
     "activation_owner_id = NULL, activation_token = NULL, activation_expires_at = NULL "
     "WHERE {where}{returning}"
 )
+
+#: SQLite: the instances :data:`RELEASE_BATCH` wrote.
+RETURNING_RELEASED = " RETURNING id"
+
+#: The actor types that never commit with others, left out of a batch (``{types}``).
+APART = " AND actor_type NOT IN ({types})"
 
 #: The claimed rows of the committed turns.
 UNCLAIM_BATCH = (
@@ -189,7 +216,7 @@ def claim_batch_postgresql(
     if not instance_ids or limit < 1:
         return []
     state, state_params = state_unless_cached(dialect, "i", cached, instance_ids)
-    kept_apart, apart_params = _apart(apart)
+    kept_apart, apart_params = _apart(dialect, apart)
     cursor.execute(
         render(dialect, CLAIM_BATCH_POSTGRESQL, state=state, apart=kept_apart),
         {
@@ -223,7 +250,7 @@ def _leases_mysql(
     """A plain read finds the free candidates (a sorted locking read would lock every row
     it examines), then one locking read takes those nobody else holds."""
     ids, id_params = in_list("id", instance_ids)
-    apart, apart_params = _apart(kept_apart)
+    apart, apart_params = _apart(dialect, kept_apart)
     cursor.execute(
         render(dialect, FREE_BATCH_CANDIDATES, ids=ids, apart=apart), {**id_params, **apart_params}
     )
@@ -257,8 +284,8 @@ def _leases_sqlite(
 ) -> list[LeaseRow]:
     ids, id_params = in_list("id", instance_ids)
     state, state_params = state_unless_cached(dialect, dialect.t_instances, cached, instance_ids)
-    order, order_params = candidate_order_sqlite(instance_ids)
-    apart, apart_params = _apart(kept_apart)
+    order, order_params = candidate_order_sqlite(dialect, instance_ids)
+    apart, apart_params = _apart(dialect, kept_apart)
     cursor.execute(
         render(dialect, CLAIM_LEASES_SQLITE, ids=ids, state=state, order=order, apart=apart),
         {
@@ -316,13 +343,8 @@ def claim_batch(
         by_instance = {lease.instance_id: lease for lease in clean}
         ids, id_params = in_list("id", heads.values())
         cursor.execute(render(dialect, UNREADY_HEADS, ids=ids), id_params)
-        rows = []
         row_params: dict[str, Any] = {"owner_id": owner_id, "token": token}
         for index, (instance_id, message_id) in enumerate(heads.items()):
-            rows.append(
-                f"(%(m_{index})s, %(i_{index})s, %(owner_id)s, %(token)s, %(g_{index})s, "
-                f"{dialect.now})"
-            )
             row_params.update(
                 {
                     f"m_{index}": message_id,
@@ -330,19 +352,21 @@ def claim_batch(
                     f"g_{index}": by_instance[instance_id].generation,
                 }
             )
-        cursor.execute(render(dialect, INSERT_CLAIMS, rows=", ".join(rows)), row_params)
+        rows = each(dialect, CLAIM_ROW, len(heads))
+        cursor.execute(render(dialect, INSERT_CLAIMS, rows=rows), row_params)
         cursor.execute(render(dialect, COUNT_ATTEMPTS, ids=ids), id_params)
         cursor.execute(render(dialect, CLAIMED_MESSAGES, ids=ids), id_params)
         messages = {int(row[0]): message_from_row(row[1:]) for row in cursor.fetchall()}
     return [(lease, messages.get(lease.instance_id)) for lease in leases]
 
 
-def _apart(actor_types: Sequence[str]) -> tuple[str, dict[str, Any]]:
-    """The ``{apart}`` condition leaving out actor types that never commit with others."""
+def _apart(dialect: Dialect, actor_types: Sequence[str]) -> tuple[str, dict[str, Any]]:
+    """The ``{apart}`` condition leaving out actor types that never commit with others
+    (:data:`APART`), or nothing."""
     if not actor_types:
         return "", {}
     marks, params = in_list("apart", actor_types)
-    return f" AND actor_type NOT IN ({marks})", params
+    return render(dialect, APART, types=marks), params
 
 
 def _batch_arrays(turns: Sequence[BatchedTurn]) -> dict[str, list[Any]]:
@@ -372,33 +396,37 @@ def commit_batch_postgresql(
     return set(fenced or ()) & set(unclaimed or ())
 
 
-def _case_by_id(
-    name: str, column: str, pairs: Sequence[tuple[int, Any]], cast: str = ""
+def _turn_whens(
+    dialect: Dialect, name: str, pairs: Sequence[tuple[int, Any]], cast: str = ""
 ) -> tuple[str, dict[str, Any]]:
-    """``CASE id WHEN ... THEN ... ELSE column END`` (``column`` alone when empty)."""
-    if not pairs:
-        return column, {}
-    whens = []
+    """One :data:`TURN_WHEN` per ``(instance_id, value)``, and their parameters."""
     params: dict[str, Any] = {}
     for index, (instance_id, value) in enumerate(pairs):
-        whens.append(f"WHEN %({name}_id_{index})s THEN %({name}_{index})s{cast}")
         params[f"{name}_id_{index}"] = instance_id
         params[f"{name}_{index}"] = value
-    return f"CASE id {' '.join(whens)} ELSE {column} END", params
+    return each(dialect, TURN_WHEN, len(pairs), " ", name=name, cast=cast), params
+
+
+def _column_by_instance(
+    dialect: Dialect, name: str, column: str, pairs: Sequence[tuple[int, Any]], cast: str = ""
+) -> tuple[str, dict[str, Any]]:
+    """:data:`COLUMN_BY_INSTANCE` for ``pairs`` (``column`` alone when there are none)."""
+    if not pairs:
+        return column, {}
+    whens, params = _turn_whens(dialect, name, pairs, cast)
+    return render(dialect, COLUMN_BY_INSTANCE, whens=whens, column=column), params
 
 
 def _fence_where(
     dialect: Dialect, turns: Sequence[BatchedTurn], owner_id: str, token: str
 ) -> tuple[str, dict[str, Any]]:
     ids, params = in_list("fence", [t.instance_id for t in turns])
-    generations, generation_params = _case_by_id(
-        "gen", "NULL", [(t.instance_id, t.generation) for t in turns]
+    generations, generation_params = _turn_whens(
+        dialect, "gen", [(t.instance_id, t.generation) for t in turns]
     )
-    claimed, claimed_params = _case_by_id(
-        "claim", "NULL", [(t.instance_id, t.message_id) for t in turns]
+    claimed, claimed_params = _turn_whens(
+        dialect, "claim", [(t.instance_id, t.message_id) for t in turns]
     )
-    # The claimed row's CASE is keyed on the instance the subquery correlates to.
-    claimed = claimed.replace("CASE id ", f"CASE {dialect.t_instances}.id ", 1)
     where = render(dialect, BATCH_FENCE_WHERE, ids=ids, generations=generations, claimed=claimed)
     return where, {
         **params,
@@ -428,16 +456,19 @@ def commit_batch(
         if not fenced:
             return set()
         ids, params = in_list("fenced", sorted(fenced))
-        where = f"id IN ({ids})"
+        where = render(dialect, FENCED_IDS, ids=ids)
     writing = [t for t in turns if t.state is not None]
-    state, state_params = _case_by_id(
-        "state", "state", [(t.instance_id, t.state) for t in writing], dialect.json_cast
+    state, state_params = _column_by_instance(
+        dialect, "state", "state", [(t.instance_id, t.state) for t in writing], dialect.json_cast
     )
-    version, version_params = _case_by_id(
-        "version", "state_version", [(t.instance_id, t.state_version) for t in writing]
+    version, version_params = _column_by_instance(
+        dialect, "version", "state_version", [(t.instance_id, t.state_version) for t in writing]
     )
-    revision, revision_params = _case_by_id(
-        "revision", "state_revision", [(t.instance_id, t.state_revision) for t in writing]
+    revision, revision_params = _column_by_instance(
+        dialect,
+        "revision",
+        "state_revision",
+        [(t.instance_id, t.state_revision) for t in writing],
     )
     cursor.execute(
         render(
@@ -447,7 +478,7 @@ def commit_batch(
             state_version=version,
             state_revision=revision,
             where=where,
-            returning=" RETURNING id" if sqlite else "",
+            returning=RETURNING_RELEASED if sqlite else "",
         ),
         {**params, **state_params, **version_params, **revision_params},
     )

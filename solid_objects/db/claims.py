@@ -47,13 +47,18 @@ HEAD = (
     "WHERE r.instance_id = %(instance_id)s ORDER BY r.sequence LIMIT 1"
 )
 
-#: The head and the messages after it (``{not_followers}``: leaving some out), each with
-#: whether it is due: a claim and the next group's read-ahead in one read.
+#: The head and the messages after it (``{not_followers}``: :data:`NOT_FOLLOWERS`, or
+#: nothing), each with whether it is due: a claim and the next group's read-ahead in one
+#: read.
 HEAD_AND_AHEAD = (
     "SELECT CASE WHEN r.available_at <= {now} THEN 1 ELSE 0 END, " + MESSAGE_COLUMNS + " "
     "FROM {t_ready} r JOIN {t_messages} m ON m.id = r.message_id "
     "WHERE r.instance_id = %(instance_id)s{not_followers} ORDER BY r.sequence LIMIT %(limit)s"
 )
+
+#: The messages :data:`HEAD_AND_AHEAD` leaves out (``{ids}``: a group's followers, still in
+#: ready until its commit deletes them).
+NOT_FOLLOWERS = " AND r.message_id NOT IN ({ids})"
 
 #: Take the head out of ready.
 UNREADY = "DELETE FROM {t_ready} WHERE message_id = %(message_id)s"
@@ -93,14 +98,21 @@ MOVE_HEAD_CTE_POSTGRESQL = (
 )
 
 
-def count_attempt_postgresql(claimed: str) -> str:
-    """Part 3: count the attempt of the message claimed (``claimed`` names the relation
-    holding its id) and return the message."""
-    return (
-        "UPDATE {t_messages} n SET attempt_count = n.attempt_count + 1, started_at = {now}, "
-        f"updated_at = {{now}} FROM {claimed} WHERE n.id = {claimed}.message_id "
-        "RETURNING " + MESSAGE_COLUMNS_N
-    )
+#: Part 3: count the attempt of the message claimed (the relation ``cl``, the claimed row
+#: just inserted, holds its id) and return the message.
+COUNT_CLAIMED_ATTEMPT_POSTGRESQL = (
+    "UPDATE {t_messages} n SET attempt_count = n.attempt_count + 1, started_at = {now}, "
+    "updated_at = {now} FROM cl WHERE n.id = cl.message_id "
+    "RETURNING " + MESSAGE_COLUMNS_N
+)
+
+#: Part 3 where the claimed row is moved in place (the relation ``moved``, the head taken
+#: out of ready, holds the id: ``fence.COMMIT_GROUP_AND_CLAIM_POSTGRESQL``).
+COUNT_MOVED_ATTEMPT_POSTGRESQL = (
+    "UPDATE {t_messages} n SET attempt_count = n.attempt_count + 1, started_at = {now}, "
+    "updated_at = {now} FROM moved WHERE n.id = moved.message_id "
+    "RETURNING " + MESSAGE_COLUMNS_N
+)
 
 
 #: The claim of the next turn of a held lease, in one statement.
@@ -109,7 +121,7 @@ CLAIM_NEXT_POSTGRESQL = (
     "cl AS (INSERT INTO {t_claimed} (message_id, instance_id, process_id, activation_token, "
     "activation_generation, claimed_at) SELECT moved.message_id, %(instance_id)s, "
     "%(owner_id)s, %(token)s, %(generation)s, {now} FROM moved RETURNING message_id) "
-    + count_attempt_postgresql("cl")
+    + COUNT_CLAIMED_ATTEMPT_POSTGRESQL
 )
 
 #: Part 1 behind the lease ``i`` of the known instance ``%(instance_id)s`` (none when a
@@ -129,7 +141,7 @@ FIRST_CLAIM_BEHIND_HEAD_POSTGRESQL = (
     "cl AS (INSERT INTO {t_claimed} (message_id, instance_id, process_id, activation_token, "
     "activation_generation, claimed_at) SELECT moved.message_id, i.id, %(owner_id)s, "
     "%(token)s, i.activation_generation, {now} FROM moved, i RETURNING message_id), "
-    "m AS (" + count_attempt_postgresql("cl") + ") "
+    "m AS (" + COUNT_CLAIMED_ATTEMPT_POSTGRESQL + ") "
     "SELECT i.id, i.actor_type, i.actor_id, i.state, i.state_version, i.state_revision, "
     "i.activation_generation, i.stale, m.*, "
     "(SELECT COUNT(*) FROM (SELECT 1 FROM {t_ready} d WHERE d.instance_id = i.id "
@@ -252,7 +264,7 @@ def head_and_ahead(
     params: dict[str, Any] = {}
     if leaving_out:
         marks, params = in_list("leaving_out", leaving_out)
-        not_followers = f" AND r.message_id NOT IN ({marks})"
+        not_followers = render(dialect, NOT_FOLLOWERS, ids=marks)
     cursor.execute(
         render(dialect, HEAD_AND_AHEAD, not_followers=not_followers),
         {"instance_id": instance_id, "limit": read_ahead + 1, **params},

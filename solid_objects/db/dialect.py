@@ -3,8 +3,10 @@ mailbox protocol, declared with its signature.
 
 A :class:`Dialect` holds
 
-- **flags**: what the database can do (``listen_notify``, ``single_statement_commit``,
-  ``write_lock_first``, ``lock_wait_before_begin``, ``update_from_returning``);
+- **flags**: what the database can do (``single_statement_commit``, ``listen_notify``,
+  ``update_from_returning``, ``write_lock_first``, ``lock_wait_before_begin``,
+  ``append_in_one_statement``, ``lease_on_enqueue``, ``claim_moves_in_place``,
+  ``insert_returning``) and its limits (``json_max_depth``, ``append_batch``);
 - **fragments** the named statements are written with, filled in by
   :func:`solid_objects.db.sql.render`: the quoted tables (``{t_instances}``...), the
   database clock ``{now}``, the locking suffixes ``{for_update}`` and ``{skip_locked}``, the
@@ -14,7 +16,8 @@ A :class:`Dialect` holds
 - **capabilities**: one method per protocol statement (or group of statements), declared
   here; each vendor class (``postgresql.py``, ``mysql.py``, ``sqlite.py``) names the
   variant it runs, written in the module of its protocol step: ``mailbox.py``,
-  ``leases.py``, ``claims.py``, ``fence.py``, ``processes.py``, ``instances.py``.
+  ``leases.py``, ``claims.py``, ``batches.py``, ``fence.py``, ``processes.py``,
+  ``instances.py``.
 
 Every capability takes an open cursor of the caller's transaction; none opens or commits a
 transaction itself (the runtime decides the transaction boundaries). Times come from the
@@ -55,6 +58,10 @@ def as_datetime(value: Any) -> datetime | None:
     if value.tzinfo is None:
         return value.replace(tzinfo=UTC)
     return value.astimezone(UTC)
+
+
+#: The database clock, read (``{now}``: the dialect's clock).
+DATABASE_NOW = "SELECT {now}"
 
 
 class Later(str):
@@ -137,19 +144,19 @@ class Dialect:
     def qn(self, name: str) -> str:
         return str(self.connection.ops.quote_name(name))
 
-    def json_text(self, column: str) -> str:
-        """``column`` (a JSON column) read as its text."""
-        return f"{column}{self.as_text}"
-
     # -- time ----------------------------------------------------------------------------------
     def interval(self, seconds: float) -> Any:
         """The value of an interval parameter of ``{later:NAME}``."""
         return int(seconds * 1_000_000)
 
+    #: ``now + seconds`` with one positional parameter (:meth:`now_plus`).
+    now_plus_positional = "(CURRENT_TIMESTAMP + INTERVAL %s MICROSECOND)"
+
     def now_plus(self, seconds: float) -> tuple[str, list[Any]]:
-        """SQL and its one positional parameter for ``now + seconds`` on the database clock
-        (for statements written with positional parameters)."""
-        return f"({self.now} + INTERVAL %s MICROSECOND)", [self.interval(seconds)]
+        """SQL and its one positional parameter for ``now + seconds`` on the database clock,
+        for the maintenance statements (``retention.py``), which keep their own SQL with
+        positional parameters; the statements of ``db/`` use ``{later:NAME}``."""
+        return self.now_plus_positional, [self.interval(seconds)]
 
     def epoch(self, column: str) -> str:
         """Seconds since 1970 (UTC) of the datetime ``column``, as SQL."""
@@ -160,7 +167,7 @@ class Dialect:
 
     def database_now(self, cursor: Any) -> datetime:
         """The database clock, read."""
-        cursor.execute(f"SELECT {self.now}", [])
+        cursor.execute(DATABASE_NOW.format(now=self.now), [])
         value = as_datetime(cursor.fetchone()[0])
         assert value is not None
         return value

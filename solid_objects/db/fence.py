@@ -16,8 +16,8 @@ from datetime import datetime
 from typing import Any
 
 from .claims import (
+    COUNT_MOVED_ATTEMPT_POSTGRESQL,
     MOVE_HEAD_CTE_POSTGRESQL,
-    count_attempt_postgresql,
     head_and_ahead,
     unclaim_to_ready,
 )
@@ -25,7 +25,7 @@ from .dialect import Dialect
 from .leases import fence_params
 from .notify import CHANNEL
 from .rows import Completion, JoinedWrite, LeaseRow, MessageRow, StagedEffectRow, message_from_row
-from .sql import in_list, render
+from .sql import each, in_list, render
 
 # -- the fence ----------------------------------------------------------------------------
 
@@ -72,13 +72,44 @@ FENCE_AND_UNCLAIM_POSTGRESQL = (
 # -- results, failures, dead letters --------------------------------------------------------
 
 #: The results, rejections and attempts of a group's finished turns (``{result}``,
-#: ``{rejection}``, ``{rejected_at}``, ``{attempts}``: ``CASE`` per message, or the column).
+#: ``{rejection}``: :data:`JSON_BY_MESSAGE`, ``{rejected_at}``: :data:`REJECTED_AT`,
+#: ``{attempts}``: :data:`ATTEMPT_COUNTED`, each or the column itself;
+#: ``{started_at}``, ``{completed_at}``: :data:`STARTED_AT` and :data:`COMPLETED_AT`, or
+#: with the next claim :data:`STARTED_AT_OR_CLAIMED` and :data:`COMPLETED_AT_OR_CLAIMED`).
 COMPLETE = (
     "UPDATE {t_messages} SET result = {result}, rejection = {rejection}, "
     "rejected_at = {rejected_at}, attempt_count = {attempts}, "
     "started_at = {started_at}, completed_at = {completed_at}, updated_at = {now} "
     "WHERE id IN ({ids})"
 )
+
+#: A JSON column written per message (``{whens}``: :data:`JSON_WHEN` per message), the
+#: others keep ``{column}``.
+JSON_BY_MESSAGE = "CASE id {whens} ELSE {column} END"
+
+#: The value of one message (``{column}_id_N``) in :data:`JSON_BY_MESSAGE`: ``{column}_N``.
+JSON_WHEN = "WHEN %({column}_id_{n})s THEN %({column}_{n})s{json_cast}"
+
+#: The rejected messages stamped (``{ids}``: the ``rejection_id_N`` of :data:`JSON_WHEN`).
+REJECTED_AT = "CASE WHEN id IN ({ids}) THEN {now} ELSE rejected_at END"
+
+#: One rejected message of :data:`REJECTED_AT`.
+REJECTION_ID = "%(rejection_id_{n})s"
+
+#: The attempts of the turns run without a claim of their own counted (``{ids}``).
+ATTEMPT_COUNTED = "CASE WHEN id IN ({ids}) THEN attempt_count + 1 ELSE attempt_count END"
+
+#: A finished turn's start (kept when its claim stamped it).
+STARTED_AT = "COALESCE(started_at, {now})"
+
+#: A finished turn's completion.
+COMPLETED_AT = "{now}"
+
+#: :data:`STARTED_AT`, and the message claimed next (``next_id``) starts now.
+STARTED_AT_OR_CLAIMED = "CASE WHEN id = %(next_id)s THEN {now} ELSE COALESCE(started_at, {now}) END"
+
+#: :data:`COMPLETED_AT`, except for the message claimed next (``next_id``).
+COMPLETED_AT_OR_CLAIMED = "CASE WHEN id = %(next_id)s THEN completed_at ELSE {now} END"
 
 #: MySQL, SQLite: the lease's claimed row moved in place to the next turn.
 MOVE_CLAIM = (
@@ -90,13 +121,19 @@ MOVE_CLAIM = (
 #: The ready rows of the group's followers (turns run without their own claim).
 UNREADY_FOLLOWERS = "DELETE FROM {t_ready} WHERE message_id IN ({ids})"
 
-#: A failed attempt's error (``{attempts}``: counted here for a follower, by its claim
-#: otherwise).
+#: A failed attempt's error (``{attempts}``: :data:`ATTEMPT_OF_FOLLOWER` counted here for a
+#: follower, :data:`ATTEMPT_OF_CLAIM` as its claim counted it otherwise).
 STORE_ERROR = (
     "UPDATE {t_messages} SET error = %(error)s{json_cast}, attempt_count = {attempts}, "
     "last_failed_at = {now}, started_at = COALESCE(started_at, {now}), updated_at = {now} "
     "WHERE id = %(message_id)s"
 )
+
+#: The attempts of a claimed turn: its claim counted this one.
+ATTEMPT_OF_CLAIM = "attempt_count"
+
+#: The attempts of a follower (run without a claim of its own): this one counted now.
+ATTEMPT_OF_FOLLOWER = "attempt_count + 1"
 
 #: A follower's retry: its ready row due after the backoff.
 DELAY_READY = "UPDATE {t_ready} SET available_at = {later:delay} WHERE message_id = %(message_id)s"
@@ -115,8 +152,10 @@ INSERT_DEAD_LETTER = (
 #: PostgreSQL: the id of the dead letter just inserted.
 DEAD_LETTER_ID_POSTGRESQL = "SELECT id FROM {t_dead} WHERE message_id = %(message_id)s"
 
-#: The dead message leaves the mailbox: its claimed row, or its ready row.
+#: The dead message leaves the mailbox: its claimed row (a claimed turn)...
 DELETE_CLAIMED_MESSAGE = "DELETE FROM {t_claimed} WHERE message_id = %(message_id)s"
+
+#: ... or its ready row (a follower of a group, run without a claim of its own).
 DELETE_READY_MESSAGE = "DELETE FROM {t_ready} WHERE message_id = %(message_id)s"
 
 #: Fairness: the actor's ready head goes to the back of the poll order.
@@ -227,7 +266,7 @@ COMMIT_GROUP_AND_CLAIM_POSTGRESQL = (
     "cd AS (DELETE FROM {t_claimed} c USING f WHERE c.instance_id = f.id "
     "AND c.message_id = %(claimed_message_id)s AND NOT EXISTS (SELECT 1 FROM moved) "
     "RETURNING c.message_id), "
-    "nxt AS (" + count_attempt_postgresql("moved") + ") "
+    "nxt AS (" + COUNT_MOVED_ATTEMPT_POSTGRESQL + ") "
     "SELECT (SELECT COUNT(*) FROM f), (SELECT COUNT(*) FROM cu) + (SELECT COUNT(*) FROM cd), "
     "(SELECT COUNT(*) FROM d), (SELECT COUNT(*) FROM r), {joined_column}, nxt.* "
     "FROM (SELECT 1) AS one LEFT JOIN nxt ON TRUE"
@@ -236,13 +275,31 @@ COMMIT_GROUP_AND_CLAIM_POSTGRESQL = (
 #: The positions another app's joined write (``j``) returned.
 JOINED_POSITIONS_POSTGRESQL = "ARRAY(SELECT position FROM j)"
 
+#: Another app's joined write as the part ``j`` of a group commit (``{joined}`` of
+#: :data:`GROUP_PARTS_POSTGRESQL`; ``{statement}``: its ``INSERT``, already rendered).
+JOINED_CTE_POSTGRESQL = ", j AS ({statement})"
+
+#: What the group commit returns where nothing was joined (``{joined_column}``).
+NOTHING_JOINED = "NULL"
+
+#: Due work left is not looked for (``{left}`` of :data:`COMMIT_GROUP_POSTGRESQL`).
+NO_DUE_LEFT_POSTGRESQL = "FALSE"
+
 # -- what a turn staged ---------------------------------------------------------------------
 
-#: One ``pending`` effect per staged effect (``{rows}``: :func:`_effect_rows`).
+#: One ``pending`` effect per staged effect (``{rows}``: :data:`EFFECT_ROW` per effect).
 INSERT_EFFECTS = (
     "INSERT INTO {t_effects} (message_id, instance_id, effect_id, name, arguments, "
     "success_operation, failure_operation, status, attempt_count, max_attempts, "
     "available_at, created_at, updated_at) VALUES {rows}"
+)
+
+#: One staged effect of :data:`INSERT_EFFECTS` (its parameters ``effect_id_N``, ``name_N``,
+#: ``arguments_N``, ``success_N``, ``failure_N``, ``max_attempts_N``).
+EFFECT_ROW = (
+    "(%(message_id)s, %(instance_id)s, %(effect_id_{n})s, %(name_{n})s, "
+    "%(arguments_{n})s{json_cast}, %(success_{n})s, %(failure_{n})s, 'pending', 0, "
+    "%(max_attempts_{n})s, {now}, {now}, {now})"
 )
 
 #: A named reminder cancelled.
@@ -250,7 +307,7 @@ CANCEL_REMINDER = (
     "DELETE FROM {t_reminders} WHERE instance_id = %(instance_id)s AND name = %(name)s"
 )
 
-#: A named reminder moved (``{next_run_at}``: a parameter, or ``{later:delay}``).
+#: A named reminder moved (``{next_run_at}``: :data:`RUN_AT` or :data:`RUN_AFTER_DELAY`).
 MOVE_REMINDER = (
     "UPDATE {t_reminders} SET operation = %(operation)s, arguments = %(arguments)s{json_cast}, "
     "next_run_at = {next_run_at}, interval_seconds = %(interval)s, cron = %(cron)s, "
@@ -268,11 +325,26 @@ INSERT_REMINDER = (
     "%(cron)s, %(time_zone)s, 0, %(missed_policy)s, 'scheduled', {now}, {now})"
 )
 
-#: One ``pending`` broadcast per observable a turn changed (``{rows}``).
+#: A reminder's next run at the time given (``at``).
+RUN_AT = "%(at)s"
+
+#: A reminder's next run ``delay`` from now, on the database clock.
+RUN_AFTER_DELAY = "{later:delay}"
+
+#: One ``pending`` broadcast per observable a turn changed (``{rows}``: :data:`BROADCAST_ROW`
+#: per observable).
 INSERT_BROADCASTS = (
     "INSERT INTO {t_broadcasts} (message_id, instance_id, broadcast_id, observable_name, "
     "value, state_version, activation_generation, status, attempt_count, available_at, "
     "created_at, updated_at) VALUES {rows}"
+)
+
+#: One broadcast of :data:`INSERT_BROADCASTS` (``broadcast_id_N``, ``observable_N``,
+#: ``value_N``).
+BROADCAST_ROW = (
+    "(%(message_id)s, %(instance_id)s, %(broadcast_id_{n})s, %(observable_{n})s, "
+    "%(value_{n})s{json_cast}, %(state_version)s, %(generation)s, 'pending', 0, "
+    "{now}, {now}, {now})"
 )
 
 
@@ -410,19 +482,18 @@ def fence_postgresql(
     return bool(fenced == 1 and unclaimed == 1)
 
 
-def _case(
+def _json_by_message(
     dialect: Dialect, column: str, pairs: Sequence[tuple[int, str | None]]
 ) -> tuple[str, dict[str, Any]]:
-    """``CASE id WHEN ... THEN <json> ... ELSE column END`` for some messages, or the column."""
+    """:data:`JSON_BY_MESSAGE` for some messages, or the column when there are none."""
     if not pairs:
         return column, {}
     params: dict[str, Any] = {}
-    whens = []
     for index, (message_id, value) in enumerate(pairs):
-        whens.append(f"WHEN %({column}_id_{index})s THEN %({column}_{index})s{dialect.json_cast}")
         params[f"{column}_id_{index}"] = message_id
         params[f"{column}_{index}"] = value
-    return f"CASE id {' '.join(whens)} ELSE {column} END", params
+    whens = each(dialect, JSON_WHEN, len(pairs), " ", column=column)
+    return render(dialect, JSON_BY_MESSAGE, whens=whens, column=column), params
 
 
 def complete(
@@ -436,29 +507,28 @@ def complete(
     same ``UPDATE`` and its ready row deleted with the followers'."""
     if not completions:
         return
-    now = dialect.now
-    started_at, completed_at = f"COALESCE(started_at, {now})", now
+    started_at, completed_at = render(dialect, STARTED_AT), render(dialect, COMPLETED_AT)
     finished = [c.message_id for c in completions]
     ids, params = in_list("id", finished if next_claim is None else [*finished, next_claim])
     if next_claim is not None:
-        started_at = f"CASE WHEN id = %(next_id)s THEN {now} ELSE {started_at} END"
-        completed_at = f"CASE WHEN id = %(next_id)s THEN completed_at ELSE {now} END"
+        started_at = render(dialect, STARTED_AT_OR_CLAIMED)
+        completed_at = render(dialect, COMPLETED_AT_OR_CLAIMED)
         params["next_id"] = next_claim
-    result, result_params = _case(
+    result, result_params = _json_by_message(
         dialect, "result", [(c.message_id, c.result) for c in completions if c.result]
     )
     rejected = [(c.message_id, c.rejection) for c in completions if c.rejection]
-    rejection, rejection_params = _case(dialect, "rejection", rejected)
+    rejection, rejection_params = _json_by_message(dialect, "rejection", rejected)
     rejected_at = "rejected_at"
     if rejected:
-        marks = ", ".join(f"%(rejection_id_{index})s" for index in range(len(rejected)))
-        rejected_at = f"CASE WHEN id IN ({marks}) THEN {dialect.now} ELSE rejected_at END"
+        marks = each(dialect, REJECTION_ID, len(rejected))
+        rejected_at = render(dialect, REJECTED_AT, ids=marks)
     counted = [c.message_id for c in completions if not c.claimed]
     unready = counted + ([] if next_claim is None else [next_claim])
     unclaimed, unclaimed_params = in_list("unclaimed", unready)
     attempts = "attempt_count"
     if unclaimed_params:
-        attempts = f"CASE WHEN id IN ({unclaimed}) THEN attempt_count + 1 ELSE attempt_count END"
+        attempts = render(dialect, ATTEMPT_COUNTED, ids=unclaimed)
     cursor.execute(
         render(
             dialect,
@@ -524,7 +594,7 @@ def commit_and_claim_next(
 
 def _store_error(dialect: Dialect, cursor: Any, message_id: int, claimed: bool, error: str) -> None:
     """The error on the history row; the attempt of an unclaimed (grouped) turn counts."""
-    attempts = "attempt_count" if claimed else "attempt_count + 1"
+    attempts = ATTEMPT_OF_CLAIM if claimed else ATTEMPT_OF_FOLLOWER
     cursor.execute(
         render(dialect, STORE_ERROR, attempts=attempts),
         {"error": error, "message_id": message_id},
@@ -699,13 +769,16 @@ def commit_group_postgresql(
         channel=CHANNEL,
         result_hint=result_hint,
     )
-    fragments = {"sets": sets, "joined": "", "joined_column": "NULL"}
+    fragments = {"sets": sets, "joined": "", "joined_column": NOTHING_JOINED}
     if joined is not None:
         statement, joined_params = joined.statement("f")
-        fragments.update(joined=f", j AS ({statement})", joined_column=JOINED_POSITIONS_POSTGRESQL)
+        fragments.update(
+            joined=render(dialect, JOINED_CTE_POSTGRESQL, statement=statement),
+            joined_column=JOINED_POSITIONS_POSTGRESQL,
+        )
         params.update(joined_params)
     if not claim_next:
-        left = "FALSE"
+        left = NO_DUE_LEFT_POSTGRESQL
         if hand_off:
             left = render(
                 dialect, DUE_LEFT_HINTED_POSTGRESQL if notify else DUE_LEFT_UNHINTED_POSTGRESQL
@@ -735,15 +808,8 @@ def insert_effects(
     effects: Sequence[StagedEffectRow],
     max_attempts: int | Callable[[str], int],
 ) -> None:
-    rows = []
     params: dict[str, Any] = {"message_id": message_id, "instance_id": instance_id}
     for index, effect in enumerate(effects):
-        rows.append(
-            f"(%(message_id)s, %(instance_id)s, %(effect_id_{index})s, %(name_{index})s, "
-            f"%(arguments_{index})s{dialect.json_cast}, %(success_{index})s, "
-            f"%(failure_{index})s, 'pending', 0, %(max_attempts_{index})s, {dialect.now}, "
-            f"{dialect.now}, {dialect.now})"
-        )
         params[f"effect_id_{index}"] = effect.effect_id
         params[f"name_{index}"] = effect.name
         params[f"arguments_{index}"] = effect.arguments
@@ -752,7 +818,8 @@ def insert_effects(
         params[f"max_attempts_{index}"] = (
             max_attempts(effect.name) if callable(max_attempts) else max_attempts
         )
-    cursor.execute(render(dialect, INSERT_EFFECTS, rows=", ".join(rows)), params)
+    rows = each(dialect, EFFECT_ROW, len(effects))
+    cursor.execute(render(dialect, INSERT_EFFECTS, rows=rows), params)
 
 
 def cancel_reminder(dialect: Dialect, cursor: Any, instance_id: int, name: str) -> None:
@@ -790,10 +857,10 @@ def upsert_reminder(
         "time_zone": time_zone,
     }
     if at is not None:
-        next_run_at = "%(at)s"
+        next_run_at = render(dialect, RUN_AT)
         params["at"] = dialect.adapt_datetime(at)
     else:
-        next_run_at = format(dialect.later, "delay")
+        next_run_at = render(dialect, RUN_AFTER_DELAY)
         params["delay"] = dialect.interval(delay)
     cursor.execute(render(dialect, MOVE_REMINDER, next_run_at=next_run_at), params)
     if cursor.rowcount:
@@ -813,7 +880,6 @@ def insert_broadcasts(
 ) -> None:
     if not rows:
         return
-    values = []
     params: dict[str, Any] = {
         "message_id": message_id,
         "instance_id": lease.instance_id,
@@ -821,12 +887,8 @@ def insert_broadcasts(
         "generation": lease.generation,
     }
     for index, (broadcast_id, observable, value) in enumerate(rows):
-        values.append(
-            f"(%(message_id)s, %(instance_id)s, %(broadcast_id_{index})s, "
-            f"%(observable_{index})s, %(value_{index})s{dialect.json_cast}, %(state_version)s, "
-            f"%(generation)s, 'pending', 0, {dialect.now}, {dialect.now}, {dialect.now})"
-        )
         params[f"broadcast_id_{index}"] = broadcast_id
         params[f"observable_{index}"] = observable
         params[f"value_{index}"] = value
-    cursor.execute(render(dialect, INSERT_BROADCASTS, rows=", ".join(values)), params)
+    values = each(dialect, BROADCAST_ROW, len(rows))
+    cursor.execute(render(dialect, INSERT_BROADCASTS, rows=values), params)

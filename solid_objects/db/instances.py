@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .cursor import Cursor
 from .dialect import Dialect
 from .sql import render
 
@@ -48,8 +49,15 @@ def destroy_instance(dialect: Dialect, cursor: Any, actor_type: str, actor_id: s
     row = cursor.fetchone()
     if row is None:
         return False
-    cursor.execute(render(dialect, DELETE_INSTANCE), {"id": row[0]})
+    delete_instance(dialect, cursor, int(row[0]))
     return True
+
+
+def delete_instance(dialect: Dialect, cursor: Cursor, instance_id: int) -> None:
+    """Delete the instance ``instance_id`` (the database cascades everything it owns); the
+    caller holds its row lock (:func:`destroy_instance`, or a reshard's
+    ``resharding.lock_identity``)."""
+    cursor.execute(render(dialect, DELETE_INSTANCE), {"id": instance_id})
 
 
 def message_outcome(dialect: Dialect, cursor: Any, message_id: int) -> tuple[Any, ...] | None:

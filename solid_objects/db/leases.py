@@ -17,7 +17,7 @@ from typing import Any
 
 from .dialect import Dialect
 from .rows import LeaseRow, lease_from_row
-from .sql import in_list, render
+from .sql import each, in_list, render
 from .work_filter import WorkFilter
 
 #: The head of ``r``'s actor is due (strict order: only a due head makes an actor runnable).
@@ -42,6 +42,23 @@ OTHERS_DUE = (
 
 #: The join of the instance row a :class:`WorkFilter` condition reads.
 WORK_JOIN = " JOIN {t_instances} i ON i.id = r.instance_id"
+
+#: The ``{work}`` of a scan: the :class:`WorkFilter` condition (``{condition}``).
+WORK_CONDITION = " AND {condition}"
+
+#: The ``{state}`` a lease reads: the state column of the instance row ``{alias}`` as text.
+STATE_TEXT = "{alias}.state{as_text}"
+
+#: The ``{state}`` a lease reads when this process caches some of the candidates:
+#: ``NULL`` where the cached revision is still current (``{whens}``: one
+#: :data:`CACHED_REVISION_WHEN` per cached candidate), so a warm actor's state is not sent.
+STATE_UNLESS_CACHED = (
+    "CASE WHEN {alias}.state_revision = CASE {alias}.id {whens} ELSE -1 END "
+    "THEN NULL ELSE {alias}.state{as_text} END"
+)
+
+#: The revision this process caches of one candidate (``cached_id_N``).
+CACHED_REVISION_WHEN = "WHEN %(cached_id_{n})s THEN %(cached_revision_{n})s"
 
 #: An instance nobody leases (or whose lease expired) and that is not paused.
 FREE = "paused_at IS NULL AND (activation_token IS NULL OR activation_expires_at <= {now})"
@@ -78,7 +95,8 @@ READ_LEASE = (
 )
 
 #: SQLite: lock (the database write lock) and lease the first free candidate in one
-#: statement, in the candidates' order (``{order}``).
+#: statement, in the candidates' order (``{order}``: :data:`CANDIDATE_ORDER_SQLITE`, or
+#: nothing for a single candidate).
 ACQUIRE_LEASE_SQLITE = (
     "UPDATE {t_instances} SET " + LEASE_SETS + " WHERE id = (SELECT id FROM {t_instances} "
     "WHERE id IN ({ids}) AND " + FREE + "{order} LIMIT 1) "
@@ -86,6 +104,13 @@ ACQUIRE_LEASE_SQLITE = (
     "activation_generation, (SELECT COUNT(*) FROM {t_claimed} c "
     "WHERE c.instance_id = {t_instances}.id)"
 )
+
+#: SQLite: the candidates' order, oldest work first (``{whens}``: one
+#: :data:`CANDIDATE_POSITION_WHEN` per candidate).
+CANDIDATE_ORDER_SQLITE = " ORDER BY CASE id {whens} END"
+
+#: The position of one candidate (``order_id_N``) in :data:`CANDIDATE_ORDER_SQLITE`.
+CANDIDATE_POSITION_WHEN = "WHEN %(order_id_{n})s THEN %(order_position_{n})s"
 
 #: PostgreSQL: the first free candidate in the given order (not the lowest id), locked;
 #: LockRows sits above the sort, so only the row returned is locked.
@@ -139,7 +164,11 @@ def _work(dialect: Dialect, work: WorkFilter | None) -> tuple[dict[str, str], di
     if not work:
         return {"join": "", "work": ""}, {}
     condition, params = work.condition("i")
-    return {"join": render(dialect, WORK_JOIN), "work": f" AND {condition}"}, params
+    fragments = {
+        "join": render(dialect, WORK_JOIN),
+        "work": render(dialect, WORK_CONDITION, condition=condition),
+    }
+    return fragments, params
 
 
 def due_instances(
@@ -174,21 +203,15 @@ def state_unless_cached(
 ) -> tuple[str, dict[str, Any]]:
     """The ``{state}`` fragment: the state column as text, ``NULL`` where the revision
     this process caches is still current (so a warm actor's state is not transferred)."""
-    state = f"{alias}.state{dialect.as_text}"
     pairs = [(i, cached[i]) for i in instance_ids if cached and i in cached]
     if not pairs:
-        return state, {}
+        return render(dialect, STATE_TEXT, alias=alias), {}
     params: dict[str, Any] = {}
-    whens = []
     for index, (instance_id, revision) in enumerate(pairs):
-        whens.append(f"WHEN %(cached_id_{index})s THEN %(cached_revision_{index})s")
         params[f"cached_id_{index}"] = instance_id
         params[f"cached_revision_{index}"] = revision
-    return (
-        f"CASE WHEN {alias}.state_revision = CASE {alias}.id {' '.join(whens)} ELSE -1 END "
-        f"THEN NULL ELSE {state} END",
-        params,
-    )
+    whens = each(dialect, CACHED_REVISION_WHEN, len(pairs), " ")
+    return render(dialect, STATE_UNLESS_CACHED, alias=alias, whens=whens), params
 
 
 def _lease_params(
@@ -243,17 +266,19 @@ def acquire_lease_mysql(
     return lease_from_row(cursor.fetchone(), owner_id, token)
 
 
-def candidate_order_sqlite(instance_ids: Sequence[int]) -> tuple[str, dict[str, Any]]:
-    """``ORDER BY`` keeping the candidates' order (oldest work first), or nothing."""
+def candidate_order_sqlite(
+    dialect: Dialect, instance_ids: Sequence[int]
+) -> tuple[str, dict[str, Any]]:
+    """:data:`CANDIDATE_ORDER_SQLITE` keeping the candidates' order (oldest work first), or
+    nothing."""
     if len(instance_ids) < 2:
         return "", {}
     params: dict[str, Any] = {}
-    whens = []
     for position, instance_id in enumerate(instance_ids):
-        whens.append(f"WHEN %(order_id_{position})s THEN %(order_position_{position})s")
         params[f"order_id_{position}"] = instance_id
         params[f"order_position_{position}"] = position
-    return f" ORDER BY CASE id {' '.join(whens)} END", params
+    whens = each(dialect, CANDIDATE_POSITION_WHEN, len(instance_ids), " ")
+    return render(dialect, CANDIDATE_ORDER_SQLITE, whens=whens), params
 
 
 def acquire_lease_sqlite(
@@ -273,7 +298,7 @@ def acquire_lease_sqlite(
         return None
     ids, params = in_list("id", instance_ids)
     state, state_params = state_unless_cached(dialect, dialect.t_instances, cached, instance_ids)
-    order, order_params = candidate_order_sqlite(instance_ids)
+    order, order_params = candidate_order_sqlite(dialect, instance_ids)
     cursor.execute(
         render(dialect, ACQUIRE_LEASE_SQLITE, ids=ids, state=state, order=order),
         {

@@ -20,7 +20,7 @@ from typing import Any
 
 from .dialect import Dialect
 from .rows import Appended, MailboxFullAt, NewMessage
-from .sql import in_list, milliseconds, render
+from .sql import each, in_list, milliseconds, render
 
 logger = logging.getLogger("solid_objects")
 
@@ -54,8 +54,10 @@ CREATE_INSTANCE_MYSQL = (
     "id = LAST_INSERT_ID(id)"
 )
 
-#: MySQL: the named lock serialising the creation of one actor, and its release.
+#: MySQL: take the named lock serialising the creation of one actor.
 GET_CREATION_LOCK_MYSQL = "SELECT GET_LOCK(%(name)s, %(wait)s)"
+
+#: MySQL: release it.
 RELEASE_CREATION_LOCK_MYSQL = "SELECT RELEASE_LOCK(%(name)s)"
 
 #: MySQL: the sequence just taken and the state revision, by id.
@@ -168,7 +170,9 @@ def _create_instance_mysql(
     another creator won meanwhile (its row was bumped, its id is ``cursor.lastrowid``)."""
     actor_type, actor_id = params["actor_type"], params["actor_id"]
     name = _creation_lock(dialect, actor_type, actor_id)
-    cursor.execute(GET_CREATION_LOCK_MYSQL, {"name": name, "wait": CREATION_LOCK_WAIT})
+    cursor.execute(
+        render(dialect, GET_CREATION_LOCK_MYSQL), {"name": name, "wait": CREATION_LOCK_WAIT}
+    )
     locked = cursor.fetchone()[0] == 1
     if not locked:
         logger.warning(
@@ -179,7 +183,7 @@ def _create_instance_mysql(
         created = cursor.rowcount == 1  # 2: another creator won meanwhile
     finally:
         if locked:
-            cursor.execute(RELEASE_CREATION_LOCK_MYSQL, {"name": name})
+            cursor.execute(render(dialect, RELEASE_CREATION_LOCK_MYSQL), {"name": name})
             cursor.fetchone()
     return (int(cursor.lastrowid), 1, 0) if created else None
 
@@ -430,17 +434,33 @@ APPEND_ONE_POSTGRESQL = (
     + " SELECT id, instance_id, sequence{notify} FROM m"
 )
 
-#: The lease the enqueue of :data:`APPEND_AND_LEASE_ONE_POSTGRESQL` takes when it is free
-#: (``{free}``: the instance row as it was before the update is not paused, not leased or
-#: its lease expired), column by column.
-_LEASE_IF_FREE = (
-    "activation_owner_id = CASE WHEN {free} THEN %(owner_id)s ELSE i.activation_owner_id END, "
-    "activation_token = CASE WHEN {free} THEN %(token)s ELSE i.activation_token END, "
-    "activation_expires_at = CASE WHEN {free} THEN {later:lease} "
-    "ELSE i.activation_expires_at END, "
-    "activation_generation = i.activation_generation + CASE WHEN {free} THEN 1 ELSE 0 END, "
-    "activated_at = CASE WHEN {free} THEN {now} ELSE i.activated_at END, "
-    "last_claimed_at = CASE WHEN {free} THEN {now} ELSE i.last_claimed_at END"
+#: PostgreSQL: the instance row ``i`` of an enqueue's conflict update, as it was before the
+#: update, is free to lease: not paused, not leased or its lease expired.
+FREE_BEFORE_UPDATE_POSTGRESQL = (
+    "(i.paused_at IS NULL AND (i.activation_token IS NULL OR i.activation_expires_at <= {now}))"
+)
+
+#: PostgreSQL: the lease the enqueue of :data:`APPEND_AND_LEASE_ONE_POSTGRESQL` takes when
+#: the row is free (:data:`FREE_BEFORE_UPDATE_POSTGRESQL`), column by column.
+LEASE_IF_FREE_POSTGRESQL = (
+    "activation_owner_id = CASE WHEN "
+    + FREE_BEFORE_UPDATE_POSTGRESQL
+    + " THEN %(owner_id)s ELSE i.activation_owner_id END, "
+    "activation_token = CASE WHEN "
+    + FREE_BEFORE_UPDATE_POSTGRESQL
+    + " THEN %(token)s ELSE i.activation_token END, "
+    "activation_expires_at = CASE WHEN "
+    + FREE_BEFORE_UPDATE_POSTGRESQL
+    + " THEN {later:lease} ELSE i.activation_expires_at END, "
+    "activation_generation = i.activation_generation + CASE WHEN "
+    + FREE_BEFORE_UPDATE_POSTGRESQL
+    + " THEN 1 ELSE 0 END, "
+    "activated_at = CASE WHEN "
+    + FREE_BEFORE_UPDATE_POSTGRESQL
+    + " THEN {now} ELSE i.activated_at END, "
+    "last_claimed_at = CASE WHEN "
+    + FREE_BEFORE_UPDATE_POSTGRESQL
+    + " THEN {now} ELSE i.last_claimed_at END"
 )
 
 #: PostgreSQL, a sync caller's enqueue as one autocommit statement: the message as
@@ -460,11 +480,7 @@ APPEND_AND_LEASE_ONE_POSTGRESQL = (
     "%(owner_id)s, %(token)s, {later:lease}, {now}, {now} FROM w "
     "ON CONFLICT (actor_type, actor_id) DO UPDATE SET "
     "next_message_sequence = i.next_message_sequence + 1, "
-    + _LEASE_IF_FREE.replace(
-        "{free}",
-        "(i.paused_at IS NULL AND (i.activation_token IS NULL "
-        "OR i.activation_expires_at <= {now}))",
-    )
+    + LEASE_IF_FREE_POSTGRESQL
     + " WHERE "
     + WITHIN_CAP_POSTGRESQL
     + " "
@@ -485,7 +501,7 @@ NOTIFY_WORK_UNLESS_LEASED = (
 NOTIFY_WORK_ONCE = ", (SELECT pg_notify(%(channel)s, ''))"
 
 #: SQLite: create the instances or take ``n`` sequences each (``{rows}``: one
-#: ``(%s, %s, '{}', %s, %s, 0, 0, now, now)`` per actor).
+#: :data:`INSTANCE_ROW` per actor).
 ALLOCATE_SEQUENCES_SQLITE = (
     "INSERT INTO {t_instances} (actor_type, actor_id, state, state_version, "
     "next_message_sequence, activation_generation, state_revision, created_at, updated_at) "
@@ -494,12 +510,18 @@ ALLOCATE_SEQUENCES_SQLITE = (
     "RETURNING id, actor_type, actor_id, next_message_sequence, state_revision"
 )
 
-#: MySQL: take ``n`` sequences of each existing instance (``{cases}``: ``WHEN actor_type =
-#: %s AND actor_id = %s THEN %s`` per actor; ``{keys}``: the actors, ORed).
+#: MySQL: take ``n`` sequences of each existing instance (``{cases}``: one
+#: :data:`ACTOR_COUNT_WHEN` per actor; ``{keys}``: the actors, :data:`ACTOR_KEY` ORed).
 BUMP_SEQUENCES_MYSQL = (
     "UPDATE {t_instances} SET next_message_sequence = next_message_sequence + "
     "CASE {cases} END WHERE {keys}"
 )
+
+#: One actor of a list, by its parameters ``type_N`` and ``id_N`` (``{n}``: its index).
+ACTOR_KEY = "(actor_type = %(type_{n})s AND actor_id = %(id_{n})s)"
+
+#: The sequences one actor of :data:`BUMP_SEQUENCES_MYSQL` takes (``count_N``).
+ACTOR_COUNT_WHEN = "WHEN actor_type = %(type_{n})s AND actor_id = %(id_{n})s THEN %(count_{n})s"
 
 #: MySQL: the instances of some actors, after :data:`BUMP_SEQUENCES_MYSQL`.
 SEQUENCES_OF_MYSQL = (
@@ -507,13 +529,34 @@ SEQUENCES_OF_MYSQL = (
     "FROM {t_instances} WHERE {keys}"
 )
 
-#: MySQL: create instances (or bump them, where another creator won meanwhile).
+#: MySQL: create instances (or bump them, where another creator won meanwhile;
+#: ``{rows}``: one :data:`INSTANCE_ROW` per actor).
 CREATE_INSTANCES_MYSQL = (
     "INSERT INTO {t_instances} (actor_type, actor_id, state, state_version, "
     "next_message_sequence, activation_generation, state_revision, created_at, updated_at) "
     "VALUES {rows} ON DUPLICATE KEY UPDATE next_message_sequence = "
     "next_message_sequence + VALUES(next_message_sequence) - 1"
 )
+
+#: One new instance of a multi-row ``VALUES`` list: ``actor_type, actor_id, state_version,
+#: next_message_sequence``. Positional parameters: a multi-row ``VALUES`` list of up to
+#: :attr:`~solid_objects.db.dialect.Dialect.append_batch` actors, where naming every
+#: parameter of every row would only lengthen the text.
+INSTANCE_ROW = "(%s, %s, '{{}}', %s, %s, 0, 0, {now}, {now})"
+
+#: MySQL: the creation locks of several new actors in one statement (``{locks}``: one
+#: :data:`GET_LOCK_MYSQL` per name, in name order).
+GET_CREATION_LOCKS_MYSQL = "SELECT {locks}"
+
+#: One named lock of :data:`GET_CREATION_LOCKS_MYSQL` (``lock_N``; ``wait``: seconds).
+GET_LOCK_MYSQL = "GET_LOCK(%(lock_{n})s, %(wait)s)"
+
+#: MySQL: release the creation locks taken (``{locks}``: one :data:`RELEASE_LOCK_MYSQL`
+#: per name).
+RELEASE_CREATION_LOCKS_MYSQL = "SELECT {locks}"
+
+#: One named lock of :data:`RELEASE_CREATION_LOCKS_MYSQL`.
+RELEASE_LOCK_MYSQL = "RELEASE_LOCK(%(lock_{n})s)"
 
 #: Ready and claimed messages per instance (``{ids}``: the instance ids).
 MAILBOX_LENGTHS = (
@@ -522,27 +565,55 @@ MAILBOX_LENGTHS = (
     "c GROUP BY instance_id"
 )
 
-#: Many history rows (``{rows}``: one parenthesised row per message; ``{returning}``).
+#: Many history rows (``{rows}``: one :data:`MESSAGE_ROW` or :data:`MESSAGE_ROW_AT` per
+#: message; ``{returning}``: :data:`RETURNING_REQUEST_IDS` where the database returns rows
+#: from an ``INSERT``, else nothing).
 INSERT_MESSAGES = (
     "INSERT INTO {t_messages} (instance_id, actor_type, actor_id, operation, delivery_mode, "
     "arguments, sequence, attempt_count, max_attempts, request_id, idempotency_key, "
     "enqueued_at, available_at, created_at, updated_at) VALUES {rows}{returning}"
 )
 
+#: One history row of :data:`INSERT_MESSAGES`, due now: ``instance_id, actor_type, actor_id,
+#: operation, delivery_mode, arguments, sequence, max_attempts, request_id,
+#: idempotency_key``. Positional parameters: a multi-row ``VALUES`` list of up to
+#: :attr:`~solid_objects.db.dialect.Dialect.append_batch` messages, ten parameters each
+#: (named ones would only lengthen the text of the largest enqueue statement).
+MESSAGE_ROW = "(%s, %s, %s, %s, %s, %s, %s, 0, %s, %s, %s, {now}, {now}, {now}, {now})"
+
+#: :data:`MESSAGE_ROW` due at a time given (``available_at``, the eleventh parameter).
+MESSAGE_ROW_AT = "(%s, %s, %s, %s, %s, %s, %s, 0, %s, %s, %s, {now}, %s, {now}, {now})"
+
+#: What :data:`INSERT_MESSAGES` returns where it can: each request id with its message id.
+RETURNING_REQUEST_IDS = " RETURNING request_id, id"
+
 #: MySQL: the ids of the messages just inserted, by their request ids.
 MESSAGE_IDS = "SELECT request_id, id FROM {t_messages} WHERE request_id IN ({request_ids})"
 
-#: Many ready memberships (``{rows}``).
+#: Many ready memberships (``{rows}``: one :data:`READY_ROW` or :data:`READY_ROW_AT` each).
 INSERT_READY_ROWS = (
     "INSERT INTO {t_ready} (message_id, instance_id, sequence, available_at, created_at) "
     "VALUES {rows}"
 )
 
-#: The messages sent under some idempotency keys (``{keys}``: the triples, ORed).
+#: One ready membership of :data:`INSERT_READY_ROWS`, due now: ``message_id, instance_id,
+#: sequence`` (positional, as :data:`MESSAGE_ROW`).
+READY_ROW = "(%s, %s, %s, {now}, {now})"
+
+#: :data:`READY_ROW` due at a time given (``available_at``, the fourth parameter).
+READY_ROW_AT = "(%s, %s, %s, %s, {now})"
+
+#: The messages sent under some idempotency keys (``{keys}``: :data:`MESSAGE_KEY` per
+#: key, ORed).
 FIND_MESSAGES_BY_KEYS = (
     "SELECT i.actor_type, i.actor_id, m.idempotency_key, m.id, m.request_id, m.sequence, "
     "m.operation, m.arguments{as_text}, m.delivery_mode, m.instance_id FROM {t_messages} m "
     "JOIN {t_instances} i ON i.id = m.instance_id WHERE {keys}"
+)
+
+#: One key of :data:`FIND_MESSAGES_BY_KEYS` (``type_N``, ``id_N``, ``key_N``).
+MESSAGE_KEY = (
+    "(i.actor_type = %(type_{n})s AND i.actor_id = %(id_{n})s AND m.idempotency_key = %(key_{n})s)"
 )
 
 #: Idempotency keys looked up per statement (three parameters each).
@@ -708,16 +779,24 @@ def _messages_json(messages: list[NewMessage], backs: list[int]) -> str:
     )
 
 
-def _instance_row(
-    dialect: Dialect, key: ActorKey, version: int, count: int
+def _instance_rows(
+    dialect: Dialect, actors: dict[ActorKey, list[int]], keys: list[ActorKey]
 ) -> tuple[str, list[Any]]:
-    now = dialect.now
-    return f"(%s, %s, '{{}}', %s, %s, 0, 0, {now}, {now})", [key[0], key[1], version, count + 1]
+    """The ``{rows}`` of ``keys``' new instances (:data:`INSTANCE_ROW`) and their parameters."""
+    params: list[Any] = []
+    for key in keys:
+        version, count = actors[key]
+        params += [key[0], key[1], version, count + 1]
+    return each(dialect, INSTANCE_ROW, len(keys)), params
 
 
-def _keys_sql(keys: list[ActorKey]) -> tuple[str, list[Any]]:
-    sql = " OR ".join(["(actor_type = %s AND actor_id = %s)"] * len(keys))
-    return sql, [value for key in keys for value in key]
+def _keys(dialect: Dialect, keys: list[ActorKey]) -> tuple[str, dict[str, Any]]:
+    """The ``{keys}`` naming some actors (:data:`ACTOR_KEY` ORed) and their parameters."""
+    params: dict[str, Any] = {}
+    for n, (actor_type, actor_id) in enumerate(keys):
+        params[f"type_{n}"] = actor_type
+        params[f"id_{n}"] = actor_id
+    return each(dialect, ACTOR_KEY, len(keys), " OR "), params
 
 
 def allocate_sequences_sqlite(
@@ -725,12 +804,8 @@ def allocate_sequences_sqlite(
 ) -> dict[ActorKey, tuple[int, int, int]]:
     """``{actor: (instance_id, next_message_sequence, state_revision)}`` after taking each
     actor's ``count`` sequences, in one upsert."""
-    rows, params = [], []
-    for key, (version, count) in actors.items():
-        row, values = _instance_row(dialect, key, version, count)
-        rows.append(row)
-        params += values
-    cursor.execute(render(dialect, ALLOCATE_SEQUENCES_SQLITE, rows=", ".join(rows)), params)
+    rows, params = _instance_rows(dialect, actors, list(actors))
+    cursor.execute(render(dialect, ALLOCATE_SEQUENCES_SQLITE, rows=rows), params)
     return {(t, a): (int(i), int(n), int(r)) for i, t, a, n, r in cursor.fetchall()}
 
 
@@ -741,18 +816,21 @@ def allocate_sequences_mysql(
     creation locks (see :func:`allocate_sequence_mysql`), all taken in one statement in
     name order (so two batches never wait for each other's), released once inserted."""
     keys = sorted(actors)
-    cases = " ".join(["WHEN actor_type = %s AND actor_id = %s THEN %s"] * len(keys))
-    case_params = [v for key in keys for v in (key[0], key[1], actors[key][1])]
-    where, where_params = _keys_sql(keys)
-    cursor.execute(
-        render(dialect, BUMP_SEQUENCES_MYSQL, cases=cases, keys=where), case_params + where_params
-    )
+    where, params = _keys(dialect, keys)
+    for n, key in enumerate(keys):
+        params[f"count_{n}"] = actors[key][1]
+    cases = each(dialect, ACTOR_COUNT_WHEN, len(keys), " ")
+    cursor.execute(render(dialect, BUMP_SEQUENCES_MYSQL, cases=cases, keys=where), params)
     found = _sequences_of_mysql(dialect, cursor, keys) if cursor.rowcount else {}
     missing = [key for key in keys if key not in found]
     if missing:
         names = sorted(_creation_lock(dialect, key[0], key[1]) for key in missing)
-        calls = ", ".join(["GET_LOCK(%s, %s)"] * len(names))
-        cursor.execute(f"SELECT {calls}", [v for name in names for v in (name, CREATION_LOCK_WAIT)])
+        lock_params: dict[str, Any] = {f"lock_{n}": name for n, name in enumerate(names)}
+        locks = each(dialect, GET_LOCK_MYSQL, len(names))
+        cursor.execute(
+            render(dialect, GET_CREATION_LOCKS_MYSQL, locks=locks),
+            {**lock_params, "wait": CREATION_LOCK_WAIT},
+        )
         locked = [name for name, ok in zip(names, cursor.fetchone(), strict=True) if ok == 1]
         if len(locked) < len(names):
             logger.warning(
@@ -760,16 +838,15 @@ def allocate_sequences_mysql(
                 len(names) - len(locked),
             )
         try:
-            rows, params = [], []
-            for key in missing:
-                row, values = _instance_row(dialect, key, *actors[key])
-                rows.append(row)
-                params += values
-            cursor.execute(render(dialect, CREATE_INSTANCES_MYSQL, rows=", ".join(rows)), params)
+            rows, row_params = _instance_rows(dialect, actors, missing)
+            cursor.execute(render(dialect, CREATE_INSTANCES_MYSQL, rows=rows), row_params)
         finally:
             if locked:
-                releases = ", ".join(["RELEASE_LOCK(%s)"] * len(locked))
-                cursor.execute(f"SELECT {releases}", locked)
+                releases = each(dialect, RELEASE_LOCK_MYSQL, len(locked))
+                cursor.execute(
+                    render(dialect, RELEASE_CREATION_LOCKS_MYSQL, locks=releases),
+                    {f"lock_{n}": name for n, name in enumerate(locked)},
+                )
                 cursor.fetchone()
         found.update(_sequences_of_mysql(dialect, cursor, missing))
     return found
@@ -778,7 +855,7 @@ def allocate_sequences_mysql(
 def _sequences_of_mysql(
     dialect: Dialect, cursor: Any, keys: list[ActorKey]
 ) -> dict[ActorKey, tuple[int, int, int]]:
-    where, params = _keys_sql(keys)
+    where, params = _keys(dialect, keys)
     cursor.execute(render(dialect, SEQUENCES_OF_MYSQL, keys=where), params)
     return {(t, a): (int(i), int(n), int(r)) for i, t, a, n, r in cursor.fetchall()}
 
@@ -806,12 +883,11 @@ def append_messages(
         for key in crowded:
             if lengths.get(allocated[key][0], 0) + actors[key][1] > cap:
                 return MailboxFullAt(*key)
-    now = dialect.now
+    message_row, message_row_at = render(dialect, MESSAGE_ROW), render(dialect, MESSAGE_ROW_AT)
     rows, params, placed = [], [], []
     for message, back in zip(messages, _backs(messages, actors), strict=True):
         instance_id, next_sequence, _ = allocated[(message.actor_type, message.actor_id)]
         sequence = next_sequence - back
-        at = now
         values = [
             instance_id,
             message.actor_type,
@@ -824,13 +900,14 @@ def append_messages(
             message.request_id,
             message.idempotency_key,
         ]
-        if message.available_at is not None:
-            at = "%s"
+        if message.available_at is None:
+            rows.append(message_row)
+        else:
+            rows.append(message_row_at)
             values.append(dialect.adapt_datetime(message.available_at))
-        rows.append(f"(%s, %s, %s, %s, %s, %s, %s, 0, %s, %s, %s, {now}, {at}, {now}, {now})")
         params += values
-        placed.append((instance_id, sequence, at, values[10:]))
-    returning = " RETURNING request_id, id" if dialect.insert_returning else ""
+        placed.append((instance_id, sequence, values[10:]))
+    returning = RETURNING_REQUEST_IDS if dialect.insert_returning else ""
     cursor.execute(
         render(dialect, INSERT_MESSAGES, rows=", ".join(rows), returning=returning), params
     )
@@ -838,10 +915,11 @@ def append_messages(
         request_ids, id_params = in_list("r", [m.request_id for m in messages])
         cursor.execute(render(dialect, MESSAGE_IDS, request_ids=request_ids), id_params)
     ids = {request_id: int(message_id) for request_id, message_id in cursor.fetchall()}
+    ready_row, ready_row_at = render(dialect, READY_ROW), render(dialect, READY_ROW_AT)
     rows, params, appended = [], [], []
-    for message, (instance_id, sequence, at, at_params) in zip(messages, placed, strict=True):
+    for message, (instance_id, sequence, at_params) in zip(messages, placed, strict=True):
         message_id = ids[message.request_id]
-        rows.append(f"(%s, %s, %s, {at}, {now})")
+        rows.append(ready_row_at if at_params else ready_row)
         params += [message_id, instance_id, sequence, *at_params]
         appended.append((message_id, instance_id, sequence))
     cursor.execute(render(dialect, INSERT_READY_ROWS, rows=", ".join(rows)), params)
@@ -856,12 +934,11 @@ def find_messages_by_keys(
     found: dict[tuple[str, str, str], tuple[Any, ...]] = {}
     for start in range(0, len(keys), KEYS_PER_LOOKUP):
         chunk = keys[start : start + KEYS_PER_LOOKUP]
-        where = " OR ".join(
-            ["(i.actor_type = %s AND i.actor_id = %s AND m.idempotency_key = %s)"] * len(chunk)
-        )
-        cursor.execute(
-            render(dialect, FIND_MESSAGES_BY_KEYS, keys=where), [v for k in chunk for v in k]
-        )
+        params: dict[str, Any] = {}
+        for n, (actor_type, actor_id, key) in enumerate(chunk):
+            params.update({f"type_{n}": actor_type, f"id_{n}": actor_id, f"key_{n}": key})
+        where = each(dialect, MESSAGE_KEY, len(chunk), " OR ")
+        cursor.execute(render(dialect, FIND_MESSAGES_BY_KEYS, keys=where), params)
         for row in cursor.fetchall():
             found[(row[0], row[1], row[2])] = tuple(row[3:])
     return found

@@ -20,7 +20,7 @@ CHANNEL = "solid_objects"
 NOTIFY = "SELECT pg_notify(%(channel)s, %(payload)s)"
 
 #: Start listening (on the listener's own connection; the channel is an identifier).
-LISTEN = f"LISTEN {CHANNEL}"
+LISTEN = "LISTEN " + CHANNEL
 
 #: The channels the listener's session listens on (a pooling proxy may drop the LISTEN).
 LISTENING_CHANNELS = "SELECT pg_listening_channels()"

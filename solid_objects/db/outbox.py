@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from .cursor import Cursor
     from .dialect import Dialect
 
+#: The effect that carries a message from one actor to another (``self.send``): the
+#: effect worker enqueues it once per key.
 ACTOR_MESSAGE = "__actor_message__"
 #: The effect that carries a journal entry of a turn whose actor is not on the journal's
 #: database (``self.record_activity``): written once per key by the effect worker.

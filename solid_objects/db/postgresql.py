@@ -17,6 +17,16 @@ from .notify import CHANNEL, notify_enabled
 from .rows import Appended, MailboxFullAt, NewMessage
 from .sql import milliseconds
 
+#: Seconds since 1970 of the timestamp ``{column}``.
+EPOCH = "EXTRACT(EPOCH FROM {column})"
+
+#: Bound lock and statement waits of the current transaction (``SET LOCAL``: undone when it
+#: ends), ``wait`` in milliseconds.
+BOUND_LOCK_WAIT = (
+    "SELECT set_config('lock_timeout', %(wait)s, true), "
+    "set_config('statement_timeout', %(wait)s, true)"
+)
+
 
 class PostgreSQLDialect(CommonDialect):
     vendor = "postgresql"
@@ -33,6 +43,7 @@ class PostgreSQLDialect(CommonDialect):
     json_cast = "::jsonb"
     as_text = "::text"
     later = Later("(now() + %({name})s * interval '1 microsecond')")
+    now_plus_positional = "(now() + %s * interval '1 microsecond')"
 
     @property
     def notify(self) -> bool:
@@ -41,18 +52,11 @@ class PostgreSQLDialect(CommonDialect):
         :mod:`solid_objects.db.notify`)."""
         return notify_enabled(self)
 
-    def now_plus(self, seconds: float) -> tuple[str, list[Any]]:
-        return "(now() + %s * interval '1 microsecond')", [self.interval(seconds)]
-
     def epoch(self, column: str) -> str:
-        return f"EXTRACT(EPOCH FROM {column})"
+        return EPOCH.format(column=column)
 
     def bound_lock_wait(self, cursor: Any, seconds: float) -> Any:
-        cursor.execute(
-            "SELECT set_config('lock_timeout', %(wait)s, true), "
-            "set_config('statement_timeout', %(wait)s, true)",
-            {"wait": milliseconds(seconds)},
-        )
+        cursor.execute(BOUND_LOCK_WAIT, {"wait": milliseconds(seconds)})
         return None  # SET LOCAL ends with the transaction
 
     def append_messages(self, cursor: Any, messages: list[NewMessage], cap: int) -> Appended:

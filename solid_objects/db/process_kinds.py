@@ -10,7 +10,8 @@ from typing import Any
 from .dialect import Dialect
 from .sql import in_list, render
 
-KINDS_OF = "SELECT id, kind FROM {t_processes} WHERE id IN ({ids})"  # kind per process id
+#: The kind of each process row (``{ids}``: their ids).
+KINDS_OF = "SELECT id, kind FROM {t_processes} WHERE id IN ({ids})"
 
 
 def kinds_of(cursor: Any, dialect: Dialect, process_ids: Iterable[str]) -> dict[str, str]:

@@ -5,7 +5,10 @@ database and is fixed per dialect: the quoted tables (``{t_broadcasts}``, ``{t_i
 and the fragments :class:`~solid_objects.db.dialect.Dialect` declares (``{now}``,
 ``{skip_locked}``, ``{json_cast}``, ``{later:NAME}``...); ``%(name)s`` names a parameter.
 A statement that takes a list (``IN (...)``) gets one named parameter per item from
-:func:`in_list`.
+:func:`in_list`; a list whose items are several parameters (the rows of a multi-row
+``INSERT``, the ``WHEN`` arms of a ``CASE``) repeats a named item template with :func:`each`.
+No statement is edited by string replacement: a variant is written out, or composed of
+named fragments (module constants concatenated, or filled in here).
 """
 
 from __future__ import annotations
@@ -54,3 +57,28 @@ def in_list(name: str, values: Iterable[Any]) -> tuple[str, dict[str, Any]]:
     """``("%(name_0)s, %(name_1)s, ...", {"name_0": ..., ...})`` for an ``IN (...)`` list."""
     params = {f"{name}_{index}": value for index, value in enumerate(values)}
     return ", ".join(f"%({key})s" for key in params), params
+
+
+def each(
+    dialect: Dialect, template: str, count: int, separator: str = ", ", **fragments: str
+) -> str:
+    """``template`` rendered once per item ``0 .. count - 1`` and joined by ``separator``:
+    the call-time fragment of a list whose items are more than one parameter (the rows of a
+    multi-row ``INSERT``, the ``WHEN`` arms of a ``CASE``). In ``template``, ``{n}`` is the
+    item's index (``%(message_{n})s`` names its parameter), the other braces are the
+    dialect's fragments and ``fragments``. Rendered once per dialect, template and count."""
+    return _each(dialect, template, count, separator, tuple(sorted(fragments.items())))
+
+
+@lru_cache(maxsize=1024)
+def _each(
+    dialect: Dialect,
+    template: str,
+    count: int,
+    separator: str,
+    fragments: tuple[tuple[str, str], ...],
+) -> str:
+    return separator.join(
+        template.format_map(_Fragments(dialect, {**dict(fragments), "n": str(n)}))
+        for n in range(count)
+    )

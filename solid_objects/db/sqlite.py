@@ -12,7 +12,17 @@ from . import leases, mailbox
 from .common import CommonDialect
 from .dialect import Later
 
+#: The text SQLite's clock is written in (``%`` doubled: the statements take parameters).
 _FORMAT = "'%%Y-%%m-%%d %%H:%%M:%%f'"
+
+#: Seconds since 1970 of the timestamp ``{column}`` (text in UTC).
+EPOCH = "((julianday({column}) - 2440587.5) * 86400.0)"
+
+#: How long a statement waits for the database lock (milliseconds).
+BUSY_TIMEOUT = "PRAGMA busy_timeout"
+
+#: Set it (``{milliseconds}``: a whole number, filled in: a ``PRAGMA`` takes no parameter).
+SET_BUSY_TIMEOUT = "PRAGMA busy_timeout = {milliseconds}"
 
 
 class SQLiteDialect(CommonDialect):
@@ -28,25 +38,23 @@ class SQLiteDialect(CommonDialect):
     skip_locked = ""
     for_update = ""
     later = Later(f"strftime({_FORMAT}, 'now', %({{name}})s)")
+    now_plus_positional = f"strftime({_FORMAT}, 'now', %s)"
 
     def interval(self, seconds: float) -> Any:
         return f"{seconds:+.6f} seconds"
 
-    def now_plus(self, seconds: float) -> tuple[str, list[Any]]:
-        return f"strftime({_FORMAT}, 'now', %s)", [self.interval(seconds)]
-
     def epoch(self, column: str) -> str:
-        return f"((julianday({column}) - 2440587.5) * 86400.0)"  # text in UTC
+        return EPOCH.format(column=column)
 
     def bound_lock_wait(self, cursor: Any, seconds: float) -> Any:
-        cursor.execute("PRAGMA busy_timeout", [])
+        cursor.execute(BUSY_TIMEOUT, [])
         previous = cursor.fetchone()[0]
-        cursor.execute(f"PRAGMA busy_timeout = {max(1, int(seconds * 1000))}", [])
+        cursor.execute(SET_BUSY_TIMEOUT.format(milliseconds=max(1, int(seconds * 1000))), [])
         return previous
 
     def unbound(self, cursor: Any, token: Any) -> None:
         if token is not None:
-            cursor.execute(f"PRAGMA busy_timeout = {int(token)}", [])
+            cursor.execute(SET_BUSY_TIMEOUT.format(milliseconds=int(token)), [])
 
     allocate_sequence = mailbox.allocate_sequence_sqlite
     allocate_sequences = mailbox.allocate_sequences_sqlite

@@ -6,7 +6,38 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+#: The escape character of the ``LIKE`` patterns of :func:`like_prefix`.
 LIKE_ESCAPE = "!"
+
+#: What a worker takes, ORed (``{choices}``: :data:`TYPES_IN` and :data:`SELECTION`). The
+#: whole condition is this and :data:`EXCLUDED_TYPES`, ANDed, or :data:`EVERY_ACTOR`; the
+#: fragments are filled with ``str.format`` (none depends on the database).
+INCLUDED = "({choices})"
+
+#: Every actor (a filter that names none).
+EVERY_ACTOR = "1 = 1"
+
+#: No actor (a selection that names no id).
+NO_ACTOR = "1 = 0"
+
+#: The actor types taken (``{marks}``: their parameters).
+TYPES_IN = "{alias}.actor_type IN ({marks})"
+
+#: Actors of one type (``{actor_type}``: its parameter), chosen by id (``{ids}``: the
+#: :data:`IDS_IN` and :data:`ID_PREFIXED` conditions, ORed, or :data:`NO_ACTOR`).
+SELECTION = "({alias}.actor_type = {actor_type} AND ({ids}))"
+
+#: Exact ids of a :data:`SELECTION`.
+IDS_IN = "{alias}.actor_id IN ({marks})"
+
+#: Ids starting with a prefix (``{mark}``: the parameter holding :func:`like_prefix`).
+ID_PREFIXED = "{alias}.actor_id LIKE {mark} ESCAPE '" + LIKE_ESCAPE + "'"
+
+#: The actor types never taken.
+EXCLUDED_TYPES = "{alias}.actor_type NOT IN ({marks})"
+
+#: One parameter of a condition (``work_N``).
+MARK = "%({name})s"
 
 
 def like_prefix(prefix: str) -> str:
@@ -50,23 +81,25 @@ class WorkFilter:
             for value in values:
                 name = f"work_{len(params)}"
                 params[name] = value
-                names.append(f"%({name})s")
+                names.append(MARK.format(name=name))
             return ", ".join(names)
 
         include: list[str] = []
         if self.actor_types:
-            include.append(f"{alias}.actor_type IN ({marks(self.actor_types)})")
+            include.append(TYPES_IN.format(alias=alias, marks=marks(self.actor_types)))
         for selection in self.actors:
             actor_type = marks([selection.actor_type])
-            ids = [f"{alias}.actor_id IN ({marks(selection.ids)})"] if selection.ids else []
+            ids = [IDS_IN.format(alias=alias, marks=marks(selection.ids))] if selection.ids else []
             ids += [
-                f"{alias}.actor_id LIKE {marks([like_prefix(prefix)])} ESCAPE '{LIKE_ESCAPE}'"
+                ID_PREFIXED.format(alias=alias, mark=marks([like_prefix(prefix)]))
                 for prefix in selection.prefixes
             ]
             include.append(
-                f"({alias}.actor_type = {actor_type} AND ({' OR '.join(ids) or '1 = 0'}))"
+                SELECTION.format(
+                    alias=alias, actor_type=actor_type, ids=" OR ".join(ids) or NO_ACTOR
+                )
             )
-        parts = [f"({' OR '.join(include)})"] if include else []
+        parts = [INCLUDED.format(choices=" OR ".join(include))] if include else []
         if self.exclude_actor_types:
-            parts.append(f"{alias}.actor_type NOT IN ({marks(self.exclude_actor_types)})")
-        return " AND ".join(parts) or "1 = 1", params
+            parts.append(EXCLUDED_TYPES.format(alias=alias, marks=marks(self.exclude_actor_types)))
+        return " AND ".join(parts) or EVERY_ACTOR, params

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 from io import StringIO
-from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 
+from tests.support.processes import Commands
 from tests.testapp.projections import Ledger, OrderCounts
 from tilttek_activity import record_activities, record_activity, wait_until_projected
 from tilttek_activity.models import Checkpoint
@@ -20,8 +16,6 @@ from tilttek_activity.models import Checkpoint
 from .factories import ActivityFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-MANAGE = Path(__file__).resolve().parents[1] / "manage.py"
 
 
 def run(*args: str) -> tuple[str, str]:
@@ -77,24 +71,13 @@ def test_status_command(ledger: Ledger) -> None:
     assert f"{OrderCounts.name}: " in out
 
 
-def test_follow_stops_gracefully_on_sigterm(ledger: Ledger) -> None:
-    env = {**os.environ, "SOLID_TEST_DATABASE_NAME": str(connection.settings_dict["NAME"])}
-    process = subprocess.Popen(
-        [sys.executable, str(MANAGE), "activity_catch_up", "--follow", "--projection", Ledger.name],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+def test_follow_stops_gracefully_on_sigterm(ledger: Ledger, commands: Commands) -> None:
+    process = commands.start(
+        "activity_catch_up", "--follow", "--projection", Ledger.name, log_level="WARNING"
     )
-    try:
-        position = record_activity(**ActivityFactory()).entry.position
-        assert wait_until_projected(Ledger.name, position, timeout=60)
-        process.send_signal(signal.SIGTERM)
-        out, err = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
-    assert process.returncode == 0, err
+    position = record_activity(**ActivityFactory()).entry.position
+    assert wait_until_projected(Ledger.name, position, timeout=60), commands.log(process)
+    assert commands.terminate(process) == 0, commands.log(process)
+    out = commands.log(process)
     assert f"{Ledger.name}: position {position}, 1 applied" in out
-    assert out.rstrip().endswith("Stopped.")
+    assert out.rstrip().endswith("Stopped."), out

@@ -12,9 +12,8 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from django.db import connection
-from django.test.utils import CaptureQueriesContext
 
+from tests.support.statements import capturing_statements
 from tilttek_activity import (
     ActivityError,
     InvalidActivity,
@@ -49,7 +48,7 @@ def _same(entry: Any) -> dict[str, Any]:
 def refused(call: Any, field: str) -> InvalidActivity:
     """``call()`` raises InvalidActivity naming ``field`` and sends no SQL at all."""
     before = Entry.objects.count()
-    with CaptureQueriesContext(connection) as queries, pytest.raises(InvalidActivity) as caught:
+    with capturing_statements() as queries, pytest.raises(InvalidActivity) as caught:
         call()
     assert caught.value.field == field, caught.value
     assert len(queries) == 0, queries.captured_queries

@@ -9,9 +9,8 @@ from typing import Any
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connection
-from django.test.utils import CaptureQueriesContext
 
+from tests.support.statements import capturing_statements
 from tests.testapp.projections import Ledger, OrderCounts
 from tilttek_activity import (
     Projection,
@@ -77,7 +76,7 @@ def test_verbs_filter_and_cancellations(orders: OrderCounts) -> None:
 
 def test_one_batch_takes_three_statements(ledger: Ledger) -> None:
     record_activities(ActivityFactory.build_batch(10))
-    with CaptureQueriesContext(connection) as queries:
+    with capturing_statements() as queries:
         result = catch_up(Ledger.name, batch_size=500)[Ledger.name]
     assert result.applied == 10
     # lock the checkpoint, read the entries, advance the checkpoint (in one transaction)

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 from django.db import connection, transaction
-from django.test.utils import CaptureQueriesContext
 
+from tests.support.statements import capturing_statements
 from tilttek_activity import (
     ActivityNotFound,
     IdempotencyConflict,
@@ -120,9 +120,9 @@ class TestRecordActivity:
 
     def test_statement_counts(self, vendor: str) -> None:
         item = ActivityFactory()
-        with CaptureQueriesContext(connection) as new:
+        with capturing_statements() as new:
             record_activity(**item)
-        with CaptureQueriesContext(connection) as duplicate:
+        with capturing_statements() as duplicate:
             record_activity(**item)
         # MySQL (not MariaDB) has no compound statements: read, GET_LOCK, read, FOR UPDATE
         # read, INSERT, RELEASE_LOCK (see tilttek_activity.db.innodb).
@@ -142,9 +142,9 @@ AUTOCOMMIT_DUPLICATE_STATEMENTS = {"postgresql": 2, "sqlite": 2, "mysql": 3}
 @pytest.mark.django_db(transaction=True)
 def test_statement_counts_outside_a_transaction(vendor: str) -> None:
     item = ActivityFactory()
-    with CaptureQueriesContext(connection) as new:
+    with capturing_statements() as new:
         record_activity(**item)
-    with CaptureQueriesContext(connection) as duplicate:
+    with capturing_statements() as duplicate:
         record_activity(**item)
     assert len(statements(new)) == 1, new.captured_queries
     assert len(statements(duplicate)) == AUTOCOMMIT_DUPLICATE_STATEMENTS[vendor], (
@@ -194,7 +194,7 @@ INVALID = [
 def test_invalid_input_is_refused_before_any_sql(change: dict[str, Any], field: str) -> None:
     before = Entry.objects.count()
     item = {**ActivityFactory(), **change}
-    with CaptureQueriesContext(connection) as queries, pytest.raises(InvalidActivity) as caught:
+    with capturing_statements() as queries, pytest.raises(InvalidActivity) as caught:
         record_activity(**item)
     assert isinstance(caught.value, ValueError)
     assert caught.value.field == field
@@ -329,7 +329,7 @@ class TestRecordActivities:
     def test_many_rows_in_few_statements(self, activity_settings: Any) -> None:
         activity_settings(BULK_BATCH_SIZE=100)
         items = ActivityFactory.build_batch(250)
-        with CaptureQueriesContext(connection) as queries:
+        with capturing_statements() as queries:
             results = record_activities(items)
         assert all(r.created for r in results)
         inserts = [q for q in queries.captured_queries if "INSERT" in q["sql"].upper()]
@@ -340,7 +340,7 @@ class TestRecordActivities:
     def test_big_contexts_split_the_statements(self, monkeypatch: Any) -> None:
         monkeypatch.setattr("tilttek_activity.journal.MAX_STATEMENT_BYTES", 60_000)
         items = ActivityFactory.build_batch(6, context={"blob": "x" * 5_000})
-        with CaptureQueriesContext(connection) as queries:
+        with capturing_statements() as queries:
             results = record_activities(items)
         assert all(r.created for r in results)
         assert results[0].entry.context == {"blob": "x" * 5_000}
@@ -359,7 +359,7 @@ class TestRecordActivities:
 
     def test_two_items_disagreeing_on_a_key_conflict_before_any_sql(self) -> None:
         item = ActivityFactory()
-        with CaptureQueriesContext(connection) as queries, pytest.raises(IdempotencyConflict):
+        with capturing_statements() as queries, pytest.raises(IdempotencyConflict):
             record_activities([item, {**item, "verb": "order.other"}])
         assert not [q for q in queries.captured_queries if "INSERT" in q["sql"].upper()]
 

@@ -18,7 +18,6 @@ only releases them together) and the same assertions hold.
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -28,6 +27,7 @@ from typing import Any
 import pytest
 from django.db import connection, connections, transaction
 
+from tests.support.waiting import wait_until
 from tilttek_activity import (
     ActivityNotFound,
     Recorded,
@@ -96,14 +96,11 @@ def blocked(sessions: list[Any]) -> int:
 
 
 def wait_for(predicate: Callable[[], Any], what: str) -> None:
-    """Poll ``predicate``. On MySQL/MariaDB no faster than every 0.15 s: ``INNODB_TRX`` is a
-    cache refreshed only after 0.1 s without readers, so a faster poll reads it stale forever."""
+    """:func:`wait_until` ``predicate``. On MySQL/MariaDB no faster than every 0.15 s:
+    ``INNODB_TRX`` is a cache refreshed only after 0.1 s without readers, so a faster poll
+    reads it stale forever."""
     interval = 0.15 if connection.vendor == "mysql" else 0.01
-    deadline = time.monotonic() + PATIENCE
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {PATIENCE:.0f}s waiting for {what}")
-        threading.Event().wait(interval)
+    wait_until(predicate, timeout=PATIENCE, interval=interval, what=what)
 
 
 def payload(key: str) -> dict[str, Any]:

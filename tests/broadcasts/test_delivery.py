@@ -113,9 +113,9 @@ def test_the_worker_delivers_to_the_actor_group_in_revision_order(layer, owner):
 
 
 def test_an_empty_poll_is_one_statement(layer, owner):
-    from django.test.utils import CaptureQueriesContext
+    from tests.support.statements import capturing_statements
 
-    with CaptureQueriesContext(connection) as queries:
+    with capturing_statements() as queries:
         assert deliver_due(connection.alias, owner, layer=layer) == []
     assert len(queries.captured_queries) == 1
 

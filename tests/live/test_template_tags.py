@@ -7,15 +7,13 @@ from typing import Any
 
 import pytest
 from django.contrib.sessions.backends.db import SessionStore
-from django.db import connection
 from django.template import TemplateSyntaxError, engines
 from django.test import override_settings
-from django.test.utils import CaptureQueriesContext
 
 from solid_objects.live import tokens
 from tests.factories import UserFactory
 from tests.live.policies import ALLOW_ALL, OWNER, RAISES, SESSION
-from tests.support.statements import without_transaction_control
+from tests.support.statements import capturing_statements, without_transaction_control
 from tests.testapp.actors.broadcasts import Board
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -81,7 +79,7 @@ def test_one_snapshot_read_per_actor_per_render(make_request, policy) -> None:
     board.add("x")
     request = make_request()
     request.session.save()
-    with CaptureQueriesContext(connection) as queries:
+    with capturing_statements() as queries:
         render('{% observe board "size" %}{% observe board "title" %}', request, board=board)
     reads = [sql for sql in without_transaction_control(queries) if "instances" in sql]
     assert len(reads) == 1, reads

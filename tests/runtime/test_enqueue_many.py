@@ -9,7 +9,6 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db import connection, transaction
-from django.test.utils import CaptureQueriesContext
 
 from solid_objects import (
     IdempotencyConflict,
@@ -22,6 +21,7 @@ from solid_objects import (
 )
 from solid_objects.db.vendors import dialect_for
 from solid_objects.models import Instance, Message, ReadyMessage
+from tests.support.statements import capturing_statements
 from tests.testapp.actors.core import Counter
 
 from .helpers import drain, instance_of, start_thread
@@ -53,13 +53,13 @@ def test_many_actors_and_one_actor_in_one_batch(owner):
 
 def test_one_commit_for_the_whole_batch():
     batch = [(Counter.ref(f"commit-{n}"), "add", {"amount": 1}) for n in range(20)]
-    with CaptureQueriesContext(connection) as queries:
+    with capturing_statements() as queries:
         enqueue_many(batch)
     logged = [q["sql"].upper() for q in queries.captured_queries]
     # One transaction, no savepoint per message, fewer statements than twenty enqueues.
     assert logged.count("COMMIT") == 1
     assert not [sql for sql in logged if "SAVEPOINT" in sql]
-    with CaptureQueriesContext(connection) as single:
+    with capturing_statements() as single:
         Counter.ref("commit-single").enqueue().add(1)
     assert len(logged) < 20 * len(single.captured_queries)
     assert ReadyMessage.objects.count() == 21

@@ -17,6 +17,7 @@ from solid_objects.db.vendors import dialect_for
 from solid_objects.dead_letters import DeadLetterNotFound, retry_dead_letter
 from solid_objects.models import DeadLetter, Instance, Message, ReadyMessage
 from tests.factories import InstanceFactory
+from tests.support.statements import capturing_statements
 from tests.testapp.actors.core import Counter, Versioned
 from tests.testapp.actors.runtime_tests import GroupMaker, Shaper, Writer
 
@@ -356,7 +357,7 @@ def test_a_failure_in_the_middle_of_a_group(owner, solid_settings, per_commit):
     boom = ref.enqueue().boom()
     follower = ref.enqueue().add(4)
 
-    with CaptureQueriesContext(connection) as queries:
+    with capturing_statements() as queries:
         result = run_once(first.instance_id, owner)
     assert result.processed == 3
     assert commits(queries) == (2 if per_commit > 1 else 4)  # lease + one group, or per turn

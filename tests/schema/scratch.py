@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import secrets
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,7 +21,7 @@ import pytest
 from django.db import connection
 from django.db.utils import load_backend
 
-MANAGE = Path(__file__).resolve().parents[1] / "manage.py"
+from tests.support import processes
 
 
 @contextmanager
@@ -59,19 +57,9 @@ def connect(database: str) -> Iterator[Any]:
 def manage(
     database: str, *args: str, solid_objects: dict[str, Any] | None = None, ok: bool = True
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``tests/manage.py <args>`` against the scratch database."""
-    env = {**os.environ, "SOLID_TEST_DATABASE_NAME": database}
-    env.pop("SOLID_TEST_SETTINGS_JSON", None)
-    if solid_objects is not None:
-        env["SOLID_TEST_SETTINGS_JSON"] = json.dumps(solid_objects)
-    result = subprocess.run(
-        [sys.executable, str(MANAGE), *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    """Run ``tests/manage.py <args>`` against the scratch database (``solid_objects``: its
+    ``SOLID_OBJECTS`` overrides)."""
+    result = processes.run(database, *args, settings=solid_objects)
     if ok and result.returncode != 0:
         pytest.fail(f"manage.py {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
     return result

@@ -3,7 +3,8 @@ the suite uses; every process started is killed at the end of its test (:meth:`k
 run by the ``commands`` fixture of ``tests/conftest.py``).
 
 Each process writes its output to a log file in the test's directory, so failures can show
-what a process did: :meth:`Commands.log` and :meth:`Commands.logs`.
+what a process did: :meth:`Commands.log` and :meth:`Commands.logs`. A command that simply
+runs to its end (``migrate``, ``shell -c``) is :func:`run`, its output captured.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 from .waiting import PATIENCE, wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+MANAGE = "tests/manage.py"
 
 Process = subprocess.Popen[bytes]
 
@@ -46,6 +48,27 @@ def environment(
     env.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
     env.update(extra or {})
     return env
+
+
+def run(
+    database_name: str,
+    command: str,
+    *args: str,
+    settings: Mapping[str, Any] | None = None,
+    timeout: float = 5 * PATIENCE,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``tests/manage.py command *args`` on ``database_name`` to its end (with
+    ``SOLID_OBJECTS`` overrides ``settings``) and return it, stdout and stderr captured
+    apart; the caller checks ``returncode``."""
+    return subprocess.run(
+        [sys.executable, MANAGE, command, *args],
+        cwd=REPO_ROOT,
+        env=environment(database_name, settings),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def shard_b_database_name() -> str:
@@ -100,7 +123,7 @@ class Commands:
     ) -> Process:
         """Start ``tests/manage.py command *args`` with ``SOLID_OBJECTS`` overrides."""
         return self.start_program(
-            ["tests/manage.py", command, *args],
+            [MANAGE, command, *args],
             name=command,
             settings=settings,
             log_level=log_level,

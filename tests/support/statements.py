@@ -5,6 +5,7 @@ Two views of the same traffic, because the suite pins both:
 - :func:`count_statements`: what Django logs for one connection of the
   calling thread (:class:`~django.test.utils.CaptureQueriesContext`), transaction control
   included where the backend logs it (the pinned per-operation counts are in this unit);
+  :func:`capturing_statements` is the same log for a ``with`` block, its SQL readable;
 - :func:`counting_statements`: every statement any thread sends through Django's cursors
   (a supervisor's idle cost, where the work happens in other threads).
 """
@@ -25,12 +26,21 @@ from django.test.utils import CaptureQueriesContext
 TRANSACTION_CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE SAVEPOINT")
 
 
+def capturing_statements(
+    connection: BaseDatabaseWrapper | None = None,
+) -> CaptureQueriesContext:
+    """The statements Django logs on ``connection`` (the default one) in this thread inside
+    the ``with`` block: ``len()`` counts them (BEGIN and COMMIT included where the backend
+    logs them), ``captured_queries`` holds their SQL."""
+    return CaptureQueriesContext(connection or default_connection)
+
+
 def count_statements(
     function: Callable[[], Any], connection: BaseDatabaseWrapper | None = None
 ) -> int:
     """How many entries Django logs on ``connection`` (the default one) while ``function``
     runs in this thread, BEGIN and COMMIT included."""
-    with CaptureQueriesContext(connection or default_connection) as queries:
+    with capturing_statements(connection) as queries:
         function()
     return len(queries.captured_queries)
 

@@ -22,6 +22,7 @@ def backend_for(alias: str) -> Backend:
     return backend
 
 
+#: The attribute of a Django connection holding its backend.
 _ATTRIBUTE = "_tilttek_activity_backend"
 
 

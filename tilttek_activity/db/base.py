@@ -229,7 +229,24 @@ class Backend:
             cursor.execute(sql, [position, limit])
             return [row[0] for row in cursor.fetchall()]
 
+    def read_compiled(self, sql: str, params: Sequence[Any]) -> list[Row]:
+        """The rows of a read the ORM compiled for this connection (``sql``, ``params``:
+        ``query.get_compiler(...).as_sql()``), fetched raw so the caller decodes them
+        itself (``reading.select_entries``)."""
+        with self.connection.cursor() as cursor:
+            cursor.execute(sql, list(params))
+            rows: list[Row] = cursor.fetchall()
+        return rows
+
     # -- checkpoints ------------------------------------------------------------------------
+
+    def checkpoint_position(self, name: str) -> int:
+        """The projection's checkpoint, read without a lock (0 when it has none yet)."""
+        sql = f"SELECT position FROM {self.checkpoint_table} WHERE projection = %s"
+        with self.connection.cursor() as cursor:
+            cursor.execute(sql, [name])
+            row = cursor.fetchone()
+        return 0 if row is None else int(row[0])
 
     lock_checkpoint_sql: ClassVar[str] = (
         "SELECT position FROM {table} WHERE projection = %s FOR UPDATE"

@@ -77,6 +77,13 @@ class GenericBackend(Backend):
         rows = self._entries().filter(position__gt=position).order_by("position")
         return list(rows.values_list("position", flat=True)[:limit])
 
+    def checkpoint_position(self, name: str) -> int:
+        from ..models import Checkpoint
+
+        query = Checkpoint.objects.using(self.alias).filter(projection=name)
+        position = query.values_list("position", flat=True).first()
+        return 0 if position is None else int(position)
+
     def lock_checkpoint(self, name: str) -> int | None:
         from ..models import Checkpoint
 

@@ -83,6 +83,7 @@ from ..validation import Draft
 
 __all__ = ["LOCK_PREFIX", "compound_write", "lock_name"]
 
+#: The prefix of the named locks serialising the writers of one identity (kind and key).
 LOCK_PREFIX = "tilttek_activity:"
 DUPLICATE_KEY = 1062
 

@@ -35,11 +35,14 @@ from ..limits import ENTRY_TABLE
 from ..validation import Draft
 from .base import Backend, GapStrategy, InsertOutcome, TransactionEvidence
 
+#: The SQLSTATE of a deadlock.
 DEADLOCK_DETECTED = "40P01"
 
+#: The columns an insert writes (all but the position).
 _COLUMNS = (
     "kind, idempotency_key, member, verb, object, quantity, context, occurred_at, recorded_at"
 )
+#: The columns an insert returns.
 _RETURNED = (
     "position, kind, idempotency_key, member, verb, object, quantity, context, occurred_at, "
     "recorded_at"
@@ -123,6 +126,8 @@ RETURNING position, kind, idempotency_key
 """
 
 
+#: The transactions running now that may write the journal (they hold a writing lock on
+#: it), and which of the known ones are still running (catch-up's evidence on holes).
 EVIDENCE_SQL = """
 WITH here AS (
     SELECT oid AS db FROM pg_database WHERE datname = current_database()
