@@ -15,7 +15,9 @@ non-zero):
    every alias; a copy misleads whoever reads it): a copy fails;
 6. **roles**: live processes per role kind; a stale one (heartbeat older than
    ``PROCESS_ALIVE_THRESHOLD``) warns, a missing role kind warns (an idle caller, a web
-   process that made sync calls, is not a role and never warns);
+   process that made sync calls, is not a role and never warns); a kind the deployment
+   requires (``required_roles``: ``solid_objects_doctor --roles worker,effect``) with no
+   live process fails;
 7. **backlog**: work overdue by more than ``PROCESS_ALIVE_THRESHOLD`` (due mailbox
    messages, effects, broadcasts, reminders): overdue work nobody serves (its role is not
    running) fails, and so do pending broadcasts with no broadcast role to deliver them;
@@ -37,8 +39,9 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from itertools import count
 from typing import Any
 
@@ -98,13 +101,23 @@ class Finding:
         return found
 
 
-def run_checks(using: str | None = None, *, round_trip: bool = True) -> list[Finding]:
+def run_checks(
+    using: str | None = None,
+    *,
+    round_trip: bool = True,
+    required_roles: Collection[str] = (),
+) -> list[Finding]:
     """Every check, in order; a check that raises is reported as failed.
 
     ``using`` checks one alias; ``None`` checks ``DATABASE`` and, with shards, every alias
     of ``DATABASES`` (an alias holding no tables raises
     :class:`~solid_objects.errors.UnknownDatabase` before any check runs).
+    ``required_roles``: role kinds (:data:`ROLE_KINDS`) whose absence fails the roles check
+    instead of warning.
     """
+    unknown = sorted(set(required_roles) - set(ROLE_KINDS))
+    if unknown:
+        raise ValueError(f"unknown role kind(s): {', '.join(unknown)}")
     from .routers import actor_aliases, require_actor_alias
     from .shards import databases
 
@@ -125,7 +138,7 @@ def run_checks(using: str | None = None, *, round_trip: bool = True) -> list[Fin
     tail = [
         *each("wake-ups", check_wake_ups),
         _Step("copies", check_copies, aliases[0]),
-        *each("roles", check_roles),
+        *each("roles", partial(check_roles, required=frozenset(required_roles))),
         *each("backlog", check_backlog),
     ]
     if round_trip:  # an actor of each shard answers (a DATABASE that is no shard has none)
@@ -288,8 +301,9 @@ def _live_kinds(report: dict[str, Any]) -> tuple[dict[str, int], list[str]]:
     return kinds, stale
 
 
-def check_roles(alias: str | None) -> Finding:
-    """Live roles on ``alias`` (``None``: over every alias holding actors)."""
+def check_roles(alias: str | None, required: Collection[str] = ()) -> Finding:
+    """Live roles on ``alias`` (``None``: over every alias holding actors). A missing kind
+    warns, unless it is ``required`` (stale processes do not count): then it fails."""
     from .status import report
 
     kinds, stale = _live_kinds(report(alias))
@@ -297,15 +311,23 @@ def check_roles(alias: str | None) -> Finding:
     problems = []
     if stale:
         problems.append(f"stale: {', '.join(stale)}")
-    missing = [kind for kind in ROLE_KINDS if kind not in kinds]
+    absent = [kind for kind in ROLE_KINDS if kind not in kinds]
+    missing = [kind for kind in absent if kind in required]
     if missing:
         problems.append(
-            "not running: "
+            "required but not running: "
             + "; ".join(f"{kind} ({ROLE_KINDS[kind]})" for kind in missing)
+        )
+    optional = [kind for kind in absent if kind not in required]
+    if optional:
+        problems.append(
+            "not running: "
+            + "; ".join(f"{kind} ({ROLE_KINDS[kind]})" for kind in optional)
             + " (run_actor_worker --all-roles runs every role)"
         )
     if problems:
-        return Finding("roles", WARN, f"live: {summary}; {'; '.join(problems)}")
+        status = FAIL if missing else WARN
+        return Finding("roles", status, f"live: {summary}; {'; '.join(problems)}")
     return Finding("roles", OK, f"live: {summary}")
 
 

@@ -15,6 +15,7 @@ nothing commits in one autocommit statement (``Dialect.commit_group``).
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Sequence
 from contextlib import nullcontext
@@ -71,6 +72,7 @@ def commit_group(
     sync caller ends its pass at its own message; if the actor has more due work the commit
     hints other processes (workers, waiting callers) to take it over, since nobody else was
     told when it was enqueued while this caller held the lease."""
+    started = time.monotonic()
     lease = activation.lease
     write_state = activation.dirty
     revision = state_revision(activation, outcomes)
@@ -109,6 +111,7 @@ def commit_group(
         )
     activation.dirty = False
     lease.state_revision = revision
+    activation.commit_seconds = time.monotonic() - started
     return next_message
 
 
@@ -154,6 +157,7 @@ def commit_batch(
     whose fence held are returned, and only their turns were written."""
     if not ran:
         return set()
+    started = time.monotonic()
     turns = []
     for activation, outcome in ran:
         lease = activation.lease
@@ -181,10 +185,12 @@ def commit_batch(
         connection.cursor() as cursor,
     ):
         fenced = dialect.commit_batch(cursor, turns, owner_id=lease.owner_id, token=lease.token)
+    took = time.monotonic() - started
     for (activation, _outcome), turn in zip(ran, turns, strict=True):
         if turn.instance_id in fenced:
             activation.dirty = False
             activation.lease.state_revision = turn.state_revision
+            activation.commit_seconds = took
     return fenced
 
 
@@ -544,6 +550,7 @@ def after_commit(
     final = final_sequence(outcomes)
     if final:
         progress.committed(activation.alias, activation.lease.instance_id, final)
+    _signal_commit(activation, outcomes)
     for outcome in outcomes:
         _signal_outcome(activation.lease, outcome)
         if outcome.kind == "completed" and outcome.staged:
@@ -581,6 +588,19 @@ def send_result_hint(alias: str, finished: Sequence[tuple[int, int]] = ()) -> No
         publish_result(alias, [entry for entry in finished if entry[1]])
     except Exception:
         logger.debug("result hint not sent", exc_info=True)
+
+
+def _signal_commit(activation: Activation, outcomes: Sequence[TurnOutcome]) -> None:
+    lease = activation.lease
+    signals.send(
+        signals.turns_committed,
+        actor_type=lease.actor_type,
+        actor_id=lease.actor_id,
+        instance_id=lease.instance_id,
+        sequence=max(o.message.sequence for o in outcomes),
+        turns=len(outcomes),
+        duration=activation.commit_seconds,
+    )
 
 
 def _signal_outcome(lease: LeaseRow, outcome: TurnOutcome) -> None:

@@ -29,6 +29,19 @@ OK, FAIL = "ok", "fail"
 ROLE_KINDS = frozenset({"worker", "effect", "reminder", "broadcast"})
 
 
+def parse_roles(text: str) -> set[str]:
+    """The role kinds of a comma-separated list (``"worker,effect"``; blanks ignored), as
+    ``?roles=`` and ``solid_objects_doctor --roles`` take them; :class:`ValueError` naming
+    the unknown ones."""
+    wanted = {kind.strip() for kind in text.split(",") if kind.strip()}
+    unknown = sorted(wanted - ROLE_KINDS)
+    if unknown:
+        raise ValueError(
+            f"unknown role kind(s): {', '.join(unknown)} (kinds: {', '.join(sorted(ROLE_KINDS))})"
+        )
+    return wanted
+
+
 def _database(alias: str) -> str:
     from django.db import connections
 
@@ -114,11 +127,9 @@ def health_report(
 @never_cache
 @require_GET
 def health_view(request: HttpRequest) -> JsonResponse:
-    wanted = {kind for kind in request.GET.get("roles", "").split(",") if kind}
-    unknown = sorted(wanted - ROLE_KINDS)
-    if unknown:
-        return JsonResponse(
-            {"status": FAIL, "error": f"unknown role kind(s): {', '.join(unknown)}"}, status=400
-        )
+    try:
+        wanted = parse_roles(request.GET.get("roles", ""))
+    except ValueError as exc:
+        return JsonResponse({"status": FAIL, "error": str(exc)}, status=400)
     report = health_report(roles=wanted, backlog=request.GET.get("backlog") in {"1", "true"})
     return JsonResponse(report, status=200 if report["status"] == OK else 503)

@@ -8,13 +8,19 @@ Spans (ended when the signal is sent, started ``duration`` seconds earlier):
 
 - ``solid_objects.turn``: one per committed turn outcome (completed, retried, rejected,
   dead-lettered); the turn ran in the fenced group commit, so a span means it committed;
-- ``solid_objects.effect``: an effect handler run (delivered or failed);
+- ``solid_objects.commit``: the fenced commit that wrote a group of an actor's turns
+  (``solid_objects.turns`` of them; a batch commit of several actors: one span per actor);
+- ``solid_objects.effect``: an effect handler run: ``delivered``, ``retried``, ``dead``, or
+  ``handled`` (it failed for good and its ``on_failure`` callback was enqueued: an outcome
+  the actor handles, so not an error span);
 - ``solid_objects.broadcast``: a broadcast delivered to the channel layer (or failed);
 - ``solid_objects.reminder``: a reminder fired (its message enqueued; no duration).
 
-Metrics: counters ``solid_objects.turns``, ``solid_objects.effects``,
-``solid_objects.broadcasts``, ``solid_objects.reminders`` (attribute ``outcome``) and the
-histograms ``solid_objects.turn.duration``, ``solid_objects.effect.duration`` (seconds).
+Metrics: counters ``solid_objects.turns``, ``solid_objects.commits``,
+``solid_objects.effects``, ``solid_objects.broadcasts``, ``solid_objects.reminders``
+(attribute ``outcome`` where there is one) and the histograms
+``solid_objects.turn.duration``, ``solid_objects.commit.duration``,
+``solid_objects.effect.duration`` (seconds).
 
 Attributes carry identities, sequence and attempt only (``solid_objects.actor_type``,
 ``solid_objects.actor_id``, ``solid_objects.message_id``, ...); never arguments, state or
@@ -47,6 +53,7 @@ SPAN_KEYS = (
     "reminder_id",
     "occurrence",
     "observable",
+    "turns",
     "code",
     "error_class",
     "dead",
@@ -120,6 +127,7 @@ def install(tracer_provider: Any = None, meter_provider: Any = None) -> Bridge:
         kind: meter.create_counter(f"solid_objects.{kind}", unit="1", description=text)
         for kind, text in (
             ("turns", "Turn outcomes committed"),
+            ("commits", "Fenced commits of an actor's turns"),
             ("effects", "Effect handler runs"),
             ("broadcasts", "Broadcast deliveries"),
             ("reminders", "Reminders fired"),
@@ -128,11 +136,18 @@ def install(tracer_provider: Any = None, meter_provider: Any = None) -> Bridge:
     turn_seconds = meter.create_histogram(
         "solid_objects.turn.duration", unit="s", description="Turn duration"
     )
+    commit_seconds = meter.create_histogram(
+        "solid_objects.commit.duration", unit="s", description="Fenced commit duration"
+    )
     effect_seconds = meter.create_histogram(
         "solid_objects.effect.duration", unit="s", description="Effect handler duration"
     )
-    bridge.instruments = {**counters, "turn.duration": turn_seconds}
-    bridge.instruments["effect.duration"] = effect_seconds
+    bridge.instruments = {
+        **counters,
+        "turn.duration": turn_seconds,
+        "commit.duration": commit_seconds,
+        "effect.duration": effect_seconds,
+    }
 
     def connect(signal: Any, receiver: Callable[..., None]) -> None:
         signal.connect(receiver, weak=False)
@@ -155,16 +170,31 @@ def install(tracer_provider: Any = None, meter_provider: Any = None) -> Bridge:
 
         connect(signal, on_turn)
 
+    def on_commit(sender: Any, **payload: Any) -> None:
+        labels = {"actor_type": str(payload.get("actor_type", ""))}
+        _span(bridge, "solid_objects.commit", payload, False)
+        counters["commits"].add(1, labels)
+        if isinstance(payload.get("duration"), int | float):
+            commit_seconds.record(float(payload["duration"]), labels)
+
+    connect(signals.turns_committed, on_commit)
+
     for signal, outcome in ((signals.effect_delivered, "delivered"), (signals.effect_failed, "")):
 
         def on_effect(sender: Any, _outcome: str = outcome, **payload: Any) -> None:
-            result = _outcome or ("dead" if payload.get("dead") else "retried")
+            result = _outcome or (
+                "dead"
+                if payload.get("dead")
+                else "handled"
+                if payload.get("handled")
+                else "retried"
+            )
             labels = {"name": str(payload.get("name", "")), "outcome": result}
             _span(
                 bridge,
                 "solid_objects.effect",
                 payload,
-                result != "delivered",
+                result in {"retried", "dead"},
                 **{"solid_objects.outcome": result},
             )
             counters["effects"].add(1, labels)

@@ -18,6 +18,10 @@ message_completed = Signal()
 message_retried = Signal()
 message_rejected = Signal()
 message_dead_lettered = Signal()
+#: A fenced commit wrote a group of one actor's turns (sent before their outcome signals):
+#: ``turns`` written, the group's highest ``sequence``, the commit's ``duration`` (seconds;
+#: a batch commit of several actors sends one per actor, each with the batch's duration).
+turns_committed = Signal()
 
 activation_claimed = Signal()
 activation_renewed = Signal()

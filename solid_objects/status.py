@@ -13,6 +13,7 @@ oldest due row has been waiting.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
@@ -22,6 +23,7 @@ from .conf import get_settings
 from .db.cursor import Cursor, single_row
 from .db.dialect import Dialect, as_datetime
 from .db.vendors import dialect_for
+from .tasks.naming import RUN_OPERATION, TASK_ACTOR_TYPE, operation_label
 
 #: The ``processes.kind`` of a process that only makes sync calls (no role thread).
 CALLER_KIND = "caller"
@@ -35,6 +37,16 @@ def _age(now: datetime, value: Any) -> float | None:
 def _iso(value: Any) -> str | None:
     moment = as_datetime(value)
     return None if moment is None else moment.isoformat()
+
+
+def _json(value: Any) -> Any:
+    """A JSON column read through a raw cursor (text on most drivers)."""
+    if isinstance(value, bytes | str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return None
+    return value
 
 
 def report(using: str | None = None, *, dead_letter_limit: int = 10) -> dict[str, Any]:
@@ -179,12 +191,13 @@ def _combined_dead_letters(parts: list[dict[str, Any]], limit: int) -> dict[str,
 
 def _processes(cursor: Cursor, d: Dialect, now: datetime, threshold: float) -> dict[str, Any]:
     cursor.execute(
-        "SELECT id, kind, hostname, pid, started_at, last_heartbeat_at, shutdown_state "
-        f"FROM {d.t_processes} WHERE shutdown_state <> 'stopped' ORDER BY kind, started_at",
+        "SELECT id, kind, hostname, pid, started_at, last_heartbeat_at, shutdown_state, "
+        f"metadata FROM {d.t_processes} WHERE shutdown_state <> 'stopped' "
+        "ORDER BY kind, started_at",
         [],
     )
     live = []
-    for process_id, kind, host, pid, started, heartbeat, state in cursor.fetchall():
+    for process_id, kind, host, pid, started, heartbeat, state, meta in cursor.fetchall():
         age = _age(now, heartbeat)
         silent = age is None or age > threshold
         # A caller (a web or script process that made sync calls) heartbeats only while it
@@ -203,6 +216,8 @@ def _processes(cursor: Cursor, d: Dialect, now: datetime, threshold: float) -> d
                 "role": not caller,
                 "stale": silent and not caller,
                 "idle": silent and caller,
+                # The database sessions of the process's named threads (their server ids).
+                "sessions": _sessions(meta),
             }
         )
     cursor.execute(
@@ -210,6 +225,19 @@ def _processes(cursor: Cursor, d: Dialect, now: datetime, threshold: float) -> d
         [],
     )
     return {"live": live, "stopped": int(single_row(cursor)[0])}
+
+
+def _sessions(metadata: Any) -> list[dict[str, Any]]:
+    """``metadata["sessions"]`` of a process row: ``[{"name": role, "id": session id}]``
+    (runtime/connection_names.py writes it)."""
+    from .db.session_names import SESSIONS_KEY, decoded
+
+    found = decoded(metadata).get(SESSIONS_KEY)
+    return [
+        {"name": str(entry["name"]), "id": int(entry["id"])}
+        for entry in found or []
+        if isinstance(entry, dict) and "name" in entry and "id" in entry
+    ]
 
 
 def _mailbox(cursor: Cursor, d: Dialect, n: str, now: datetime) -> dict[str, Any]:
@@ -294,11 +322,13 @@ def _dead_letters(cursor: Cursor, d: Dialect, limit: int, alias: str) -> dict[st
         [],
     )
     total, unretried = single_row(cursor)
+    # A task's arguments name it and its queue ("label"); nobody else's are read.
     cursor.execute(
-        "SELECT id, actor_type, actor_id, operation, attempts, exception_class, last_failed_at "
+        "SELECT id, actor_type, actor_id, operation, attempts, exception_class, last_failed_at, "
+        "CASE WHEN actor_type = %s AND operation = %s THEN arguments END "
         f"FROM {d.t_dead} WHERE retried_message_id IS NULL "
         "ORDER BY last_failed_at DESC, id DESC LIMIT %s",
-        [limit],
+        [TASK_ACTOR_TYPE, RUN_OPERATION, limit],
     )
     latest = [
         {
@@ -306,6 +336,7 @@ def _dead_letters(cursor: Cursor, d: Dialect, limit: int, alias: str) -> dict[st
             "actor_type": row[1],
             "actor_id": row[2],
             "operation": row[3],
+            "label": operation_label(row[1], row[2], row[3], _json(row[7])),
             "attempts": int(row[4]),
             "exception_class": row[5],
             "last_failed_at": _iso(row[6]),

@@ -11,7 +11,7 @@ BASE_DIR = Path(__file__).resolve().parent
 env = environ.Env()
 
 SECRET_KEY = "tests-not-secret"
-DEBUG = False
+DEBUG = os.environ.get("SOLID_TEST_DEBUG") == "1"  # a child of the suite (reloader tests)
 USE_TZ = True
 TIME_ZONE = "UTC"
 ROOT_URLCONF = "tests.urls"
@@ -127,3 +127,10 @@ LOGGING = {
 }
 if os.environ.get("SOLID_TEST_PLAIN_LOGGING"):  # a project that configures no logging
     LOGGING = {"version": 1, "disable_existing_loggers": False}
+if os.environ.get("SOLID_TEST_ROOT_LOGGING"):  # a project logging through the root logger only
+    LOGGING = {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "handlers": {"console": {"class": "logging.StreamHandler"}},
+        "root": {"handlers": ["console"], "level": os.environ.get("SOLID_LOG", "WARNING")},
+    }

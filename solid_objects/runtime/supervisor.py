@@ -102,6 +102,8 @@ class Supervisor:
         self._signals = 0
         self._attention = threading.Event()  # a role thread ended: look at once
         self.process_ids: dict[str, str] = {}
+        # The named sessions' ids, written into the process rows (docs/operations.md).
+        self.session_recorder = connection_names.SessionRecorder(self.alias)
         self.started = threading.Event()
         self.transport: Listener | None = None
 
@@ -184,6 +186,7 @@ class Supervisor:
             try:
                 if now >= next_heartbeat:
                     self._heartbeat()
+                    self.session_recorder.update(self.process_ids.values())
                     next_heartbeat = now + settings.PROCESS_HEARTBEAT_INTERVAL
                 if now >= next_renewal:
                     with self._leases_lock:
@@ -216,8 +219,8 @@ class Supervisor:
         if size is not None and size < needed:
             logger.warning(
                 "the connection pool of %r holds %d connections but this worker keeps %d "
-                "(%d role threads, the supervisor, %d periodic tasks): raise "
-                'OPTIONS["pool"]["max_size"]',
+                "in it (%d role threads, the supervisor, %d periodic tasks; its LISTEN "
+                'connection, if any, is outside the pool): raise OPTIONS["pool"]["max_size"]',
                 self.alias,
                 size,
                 needed,
@@ -298,6 +301,7 @@ class Supervisor:
                 logger.exception("periodic task %s failed", task.name)
             finally:
                 connections[self.alias].close()
+                connection_names.forget()  # its session is closed: no longer recorded
 
         task.thread = threading.Thread(target=run, name=f"solid-objects-{task.name}", daemon=True)
         task.thread.start()

@@ -3,6 +3,7 @@ instance pause/resume, through the real admin views."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -10,9 +11,11 @@ from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 import solid_objects
 from solid_objects.models import DeadLetter, Instance, Message
+from tests.factories import ProcessFactory
 from tests.testapp.actors.core import Counter
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -114,3 +117,28 @@ def test_read_only_admins_render(admin_client_logged_in: Client) -> None:
         assert response.status_code == 200, model
         add = admin_client_logged_in.get(reverse(f"admin:solid_objects_{model}_add"))
         assert add.status_code == 403, model
+
+
+def test_the_process_list_flags_a_silent_role_but_never_a_sync_caller(
+    admin_client_logged_in: Client,
+) -> None:
+    """A sync caller (a web or script process) heartbeats only while it calls: silent for an
+    hour, it is idle, not a crashed worker."""
+    an_hour_ago = timezone.now() - timedelta(hours=1)
+    silent_worker = ProcessFactory(kind="worker", last_heartbeat_at=an_hour_ago)
+    idle_caller = ProcessFactory(kind="caller", last_heartbeat_at=an_hour_ago)
+    live_worker = ProcessFactory(kind="worker")
+    stopped = ProcessFactory(kind="worker", last_heartbeat_at=an_hour_ago, shutdown_state="stopped")
+    response = admin_client_logged_in.get(reverse("admin:solid_objects_process_changelist"))
+    assert response.status_code == 200
+    rows = response.content.decode().split("<tr")
+
+    def stale(process_id: str) -> bool:
+        (row,) = [row for row in rows if process_id in row]
+        assert ('alt="True"' in row) != ('alt="False"' in row), row  # the one boolean column
+        return 'alt="True"' in row
+
+    assert stale(silent_worker.id) is True
+    assert stale(idle_caller.id) is False
+    assert stale(live_worker.id) is False
+    assert stale(stopped.id) is False

@@ -1,7 +1,7 @@
 """The admin overview page in headless Chromium, on the example shop with a real worker:
 an operator logs in, sees every role running, the carts' turns in the throughput chart, a
-dead letter, and follows a drill-down link. The screenshot is kept
-(``overview-<vendor>.png`` in the screenshot folder)."""
+dead letter (in its card and its chart), and follows a drill-down link. The screenshot is
+kept (``overview-<vendor>.png`` in the screenshot folder)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,18 @@ try:
     ShoppingCart.ref("overview-0").sync().remove_item("no-such-product")
 except Exception:
     pass
+# A dead letter: a quantity that is no number fails the turn (TypeError), and with one
+# attempt (stored with the message when it is enqueued) its first failure is final.
+from django.conf import settings
+from django.test import override_settings
+from solid_objects import MessageFailed
+with override_settings(SOLID_OBJECTS={**settings.SOLID_OBJECTS, "MAX_ATTEMPTS": 1}):
+    try:
+        ShoppingCart.ref("overview-broken").sync().add_item("shirt", "many")
+    except MessageFailed:
+        pass
+    else:
+        raise AssertionError("the broken turn did not fail")
 """
 
 
@@ -60,6 +72,17 @@ def test_the_overview_page_in_a_browser(shop: Shop, browser: Any, screenshots: P
         ".map(r => parseFloat(r.getAttribute('height')))",
     )
     assert len(bars) == 60 and max(bars) > 0  # the carts' turns, in the last minutes
+    dead = js(browser, "return document.getElementById('so-dead-letters').innerText")
+    assert "1 not retried" in dead, dead
+    assert "shop.cart/overview-broken" in dead and "add_item" in dead, dead
+    assert "TypeError" in dead, dead
+    dead_bars = js(
+        browser,
+        "return Array.from(document.querySelectorAll("
+        "'svg.so-chart[aria-label^=\"Dead letters\"] rect'))"
+        ".map(r => parseFloat(r.getAttribute('height')))",
+    )
+    assert len(dead_bars) == 60 and max(dead_bars) > 0  # the dead letters chart shows it
     browser.set_window_size(1280, 1300)  # the whole page, charts included
     shot = screenshots / f"overview-{connection.vendor}.png"
     browser.save_screenshot(str(shot))

@@ -42,6 +42,22 @@ def test_prune_draws_one_bar_in_place_and_logs_above_it():
     assert "messages: 30 deleted" in output
 
 
+def test_a_project_logging_through_the_root_logger_does_not_cut_the_bar(monkeypatch):
+    """Only the root logger has a (console) handler: its lines go above the bar too, once."""
+    monkeypatch.setenv("SOLID_TEST_ROOT_LOGGING", "1")  # tests/settings.py
+    old_messages(30)
+    code, output = run_on_terminal(
+        "prune_solid_objects", "--messages", "--execute", "--batch-size", "5"
+    )
+    assert code == 0, output
+    lines = screen(output)
+    logged = "retention pruned 30 messages, 0 instances, 0 processes"
+    assert lines.count(logged) == 1, lines  # whole, and not printed twice
+    bars = [line for line in lines if line.startswith("messages:") and "rows" in line]
+    assert len(bars) == 1 and "30/30" in bars[0], lines
+    assert lines.index(bars[0]) == lines.index(logged) + 1, lines  # the log line above the bar
+
+
 def test_no_bar_at_verbosity_0_or_on_a_pipe(tmp_path: Path):
     old_messages(3)
     code, output = run_on_terminal(

@@ -59,3 +59,36 @@ def test_without_debug_there_is_no_reloader(tmp_path: Path):
         assert commands.terminate(proc) == 0
     finally:
         commands.kill_all()
+
+
+def debug_commands(tmp_path: Path) -> Commands:
+    """Children with ``DEBUG = True`` (tests/settings.py reads ``SOLID_TEST_DEBUG``)."""
+    return Commands(tmp_path, extra_environment={"SOLID_TEST_DEBUG": "1"})
+
+
+def test_with_debug_the_reloader_is_on_by_default(tmp_path: Path):
+    commands = debug_commands(tmp_path)
+    try:
+        proc = commands.start("run_actor_worker")
+        (worker,) = wait_until(
+            running_workers, what="the worker to register", details=lambda: commands.log(proc)
+        )
+        assert worker.pid != proc.pid  # the command is the reloader's parent
+        assert commands.terminate(proc) == 0
+        worker.refresh_from_db()
+        assert worker.shutdown_state == "stopped"  # SIGTERM reached the child
+    finally:
+        commands.kill_all()
+
+
+def test_with_debug_noreload_turns_the_reloader_off(tmp_path: Path):
+    commands = debug_commands(tmp_path)
+    try:
+        proc = commands.start("run_actor_worker", "--noreload")
+        (worker,) = wait_until(
+            running_workers, what="the worker to register", details=lambda: commands.log(proc)
+        )
+        assert worker.pid == proc.pid  # no parent/child pair
+        assert commands.terminate(proc) == 0
+    finally:
+        commands.kill_all()

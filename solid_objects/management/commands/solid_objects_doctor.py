@@ -10,8 +10,9 @@ MARKS = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
 
 class Command(BaseCommand):
     help = (
-        "Check configuration, schema, database version, wake-ups, live roles and a real sync "
-        "round trip; exits non-zero when something is broken."
+        "Check configuration, schema, database version, wake-ups, table copies, live roles, "
+        "overdue work and a real sync round trip; exits non-zero when something is broken. "
+        "A role kind with no live process is a warning, unless --roles requires it."
     )
     requires_system_checks: list[str] = []  # configuration is one of the checks reported
 
@@ -23,6 +24,15 @@ class Command(BaseCommand):
         parser.add_argument(
             "--database", default=None, help="one database alias (default: every shard)"
         )
+        parser.add_argument(
+            "--roles",
+            default="",
+            metavar="KINDS",
+            help=(
+                "comma-separated role kinds this deployment runs (worker, effect, reminder, "
+                "broadcast): fail, instead of warning, when one has no live process"
+            ),
+        )
 
     def handle(
         self,
@@ -30,13 +40,19 @@ class Command(BaseCommand):
         json: bool,
         no_round_trip: bool,
         database: str | None,
+        roles: str,
         **options: Any,
     ) -> None:
         from solid_objects.diagnostics import FAIL, run_checks
         from solid_objects.errors import UnknownDatabase
+        from solid_objects.health import parse_roles
 
         try:
-            findings = run_checks(database, round_trip=not no_round_trip)
+            required = parse_roles(roles)
+        except ValueError as exc:
+            raise CommandError(f"--roles: {exc}") from exc
+        try:
+            findings = run_checks(database, round_trip=not no_round_trip, required_roles=required)
         except UnknownDatabase as exc:
             raise CommandError(str(exc)) from exc
         if json:

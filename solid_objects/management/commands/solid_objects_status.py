@@ -74,15 +74,29 @@ class Command(BaseCommand):
                 f"{p['shutdown_state']:<9} heartbeat {_seconds(p['heartbeat_age'])} ago"
                 f"{flag}  {p['id']}{where}"
             )
+        # Each OS process's database sessions (server ids: pg_stat_activity.pid, the
+        # MariaDB/MySQL processlist's ID), once per process (its role rows share them).
+        shown: set[str] = set()
+        for p in processes["live"]:
+            host = f"{p['hostname']}:{p['pid']}"
+            if p.get("sessions") and host not in shown:
+                shown.add(host)
+                named = ", ".join(f"{s['name']} {s['id']}" for s in p["sessions"])
+                self.stdout.write(f"  sessions of {host}: {named}")
 
     def _mailbox(self, mailbox: dict[str, Any]) -> None:
+        from solid_objects.tasks.naming import TASK_ACTOR_TYPE
+
         self.stdout.write(
             f"Mailboxes: {mailbox['ready']} ready ({mailbox['due']} due), "
             f"{mailbox['claimed']} in flight, lag {_seconds(mailbox['lag_seconds'])}"
         )
         for row in mailbox["by_actor_type"]:
+            name = row["actor_type"]
+            if name == TASK_ACTOR_TYPE:
+                name = f"{name} (django.tasks)"
             self.stdout.write(
-                f"  {row['actor_type']:<40.40} ready {row['ready']:>7} due {row['due']:>7} "
+                f"  {name:<40.40} ready {row['ready']:>7} due {row['due']:>7} "
                 f"claimed {row.get('claimed', 0):>4} lag {_seconds(row['lag_seconds'])}"
             )
 
@@ -103,9 +117,15 @@ class Command(BaseCommand):
         self.stdout.write(f"Dead letters: {dead['unretried']} not retried ({dead['total']} total)")
         for row in dead["latest"]:
             where = f" on {row['database']}" if sharded else ""
+            label = row.get("label", row["operation"])
+            if label != row["operation"]:
+                # A django.tasks task: its name and queue say more than its internal actor
+                # (``solid_objects.task/task:<queue>:<uuid>``, operation ``run``), never cut.
+                what = f"{label:<61}"
+            else:
+                what = f"{row['actor_type'] + '/' + row['actor_id']:<40.40} {label:<20.20}"
             self.stdout.write(
-                f"  #{row['id']:<6} {row['actor_type'] + '/' + row['actor_id']:<40.40} "
-                f"{row['operation']:<20.20} {row['exception_class']:<30.30} "
+                f"  #{row['id']:<6} {what} {row['exception_class']:<30.30} "
                 f"{row['last_failed_at']}{where}"
             )
         if dead["unretried"]:

@@ -1,5 +1,6 @@
 """The PostgreSQL transport: ``LISTEN`` on a dedicated psycopg connection built from the
-alias's ``DATABASES`` entry, outside Django's connection handling and any pool. Hints are
+alias's ``DATABASES`` entry, outside Django's connection handling and any pool (its
+``application_name``: ``solid_objects listener``). Hints are
 sent by enqueues and commits themselves (:mod:`solid_objects.db.notify`)."""
 
 from __future__ import annotations
@@ -12,10 +13,14 @@ from typing import Any
 from django.db import connections
 
 from ...db import notify
+from ...db.session_names import LISTENER_NAME, backend_pid
+from .. import connection_names
 from .doorbells import doorbell
 from .listener import LISTEN_TICK, PROBE_PREFIX, PROBE_TIMEOUT, ListenerThread, ProbeResult, ring
 
 logger = logging.getLogger("solid_objects")
+#: The listener's entry among the process's sessions (``connection_names.sessions``).
+LISTENER_ROLE = LISTENER_NAME.removeprefix(f"{connection_names.PREFIX} ")
 
 
 class PostgreSQLListener(ListenerThread):
@@ -34,9 +39,11 @@ class PostgreSQLListener(ListenerThread):
         params = connections[self.alias].get_connection_params()
         for key in ("cursor_factory", "context", "prepare_threshold"):
             params.pop(key, None)
+        params["application_name"] = LISTENER_NAME  # pg_stat_activity tells it apart
         connection = psycopg.connect(autocommit=True, **params)
         notify.listen(connection)
         self._connection = connection
+        connection_names.record(self.alias, LISTENER_ROLE, backend_pid(connection))
         return connection
 
     def probe(self) -> ProbeResult:
@@ -78,6 +85,7 @@ class PostgreSQLListener(ListenerThread):
     def _close(self) -> None:
         connection, self._connection = self._connection, None
         if connection is not None:
+            connection_names.drop(self.alias, LISTENER_ROLE)
             try:
                 connection.close()
             except Exception:
