@@ -37,14 +37,7 @@ from .models import (
     ReadyMessage,
     Reminder,
 )
-from .tasks.naming import RUN_OPERATION, TASK_ACTOR_TYPE, describe
-
-
-def operation_label(actor_type: str, actor_id: str, operation: str, arguments: Any) -> str:
-    """The operation, or for a ``django.tasks`` task the task and its queue."""
-    if actor_type == TASK_ACTOR_TYPE and operation == RUN_OPERATION:
-        return f"task {describe(actor_id, arguments)}"
-    return operation
+from .tasks.naming import operation_label
 
 
 def pretty_json(value: Any) -> str:
@@ -410,8 +403,20 @@ class EffectAdmin(ReadOnlyAdmin):
 
     @admin.action(description="Retry selected dead effects", permissions=["retry"])
     def retry_dead(self, request: HttpRequest, queryset: EffectQuerySet) -> None:
+        # A handled effect's failure reached its actor's on_failure (a declined card): a
+        # retry would run it again (charge the card again). retry_dead() leaves it alone;
+        # say so rather than let it look like a dead effect that was retried.
+        handled = queryset.filter(status=Effect.Status.HANDLED).count()
         count = queryset.retry_dead()
-        self.message_user(request, f"Retrying {count} dead effect(s).", messages.SUCCESS)
+        if count or not handled:
+            self.message_user(request, f"Retrying {count} dead effect(s).", messages.SUCCESS)
+        if handled:
+            self.message_user(
+                request,
+                f"{handled} handled effect(s) not retried: their failure was delivered to "
+                "on_failure (a retry would run them again).",
+                messages.WARNING,
+            )
 
 
 @admin.register(Broadcast)

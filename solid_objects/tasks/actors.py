@@ -23,7 +23,7 @@ class _MessageRetention:
 
 
 class TaskActor(Actor):
-    """One ordered queue (``queue:<name>``) or one task (``task:<uuid>``). Stateless."""
+    """One ordered queue (``queue:<name>``) or one task (``task:<queue>:<uuid>``). Stateless."""
 
     actor_type = TASK_ACTOR_TYPE
     instance_retention = _MessageRetention()

@@ -19,7 +19,6 @@ from django.utils import timezone
 
 from ..conf import get_settings
 from ..db.connections import Attempt, recovering
-from ..errors import InvalidPayload
 from ..mailbox import Enqueued, enqueue, validate_identifier
 from ..registry import get_spec
 from ..shards import database_for, databases
@@ -102,11 +101,12 @@ class SolidObjectsBackend(compat.BaseTaskBackend):
         """The task actor message that runs ``task(*args, **kwargs)``, validated; what
         :meth:`enqueue` writes, and what a schedule's turn sends (docs/tasks.md)."""
         self.validate_task(task)
-        try:
-            stored_args = [compat.normalize_json(value) for value in args]
-            stored_kwargs = {key: compat.normalize_json(value) for key, value in kwargs.items()}
-        except (TypeError, ValueError) as exc:
-            raise InvalidPayload(f"task arguments must be JSON values: {exc}") from None
+        # As every django.tasks backend: TypeError ("Unsupported type") for a value JSON
+        # cannot hold, ValueError for bytes that are not UTF-8. What JSON holds but the
+        # runtime refuses (NaN, over-deep nesting, MAX_PAYLOAD_BYTES) is InvalidPayload,
+        # raised by the enqueue before anything is written.
+        stored_args = [compat.normalize_json(value) for value in args]
+        stored_kwargs = {key: compat.normalize_json(value) for key, value in kwargs.items()}
         queue = task.queue_name
         ordered = queue in self.ordered_queues
         actor_id = ordered_queue_actor_id(queue) if ordered else new_task_actor_id(queue)

@@ -3,6 +3,8 @@
 
 Only this module knows which one is in use; the two expose the same classes under the same
 names, except the exception for an invalid task (``InvalidTask`` / ``InvalidTaskError``).
+``SOURCE`` is the package in use, which is also the name of the logger its signal receivers
+log to (``django.tasks`` / ``django_tasks``).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ if TYPE_CHECKING:
     )
     from django.tasks.backends.base import BaseTaskBackend
     from django.tasks.base import TASK_MAX_PRIORITY, TASK_MIN_PRIORITY, TaskError
-    from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
+    from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist, TaskResultMismatch
     from django.tasks.signals import task_enqueued, task_finished, task_started
     from django.utils.json import normalize_json
 
@@ -41,7 +43,11 @@ else:
         )
         from django.tasks.backends.base import BaseTaskBackend
         from django.tasks.base import TASK_MAX_PRIORITY, TASK_MIN_PRIORITY, TaskError
-        from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
+        from django.tasks.exceptions import (
+            InvalidTask,
+            TaskResultDoesNotExist,
+            TaskResultMismatch,
+        )
         from django.tasks.signals import task_enqueued, task_finished, task_started
         from django.utils.json import normalize_json
 
@@ -66,7 +72,7 @@ else:
             from django_tasks.exceptions import (
                 InvalidTaskError as InvalidTask,
             )
-            from django_tasks.exceptions import TaskResultDoesNotExist
+            from django_tasks.exceptions import TaskResultDoesNotExist, TaskResultMismatch
             from django_tasks.signals import (
                 task_enqueued,
                 task_finished,
@@ -104,6 +110,7 @@ __all__ = [
     "TaskError",
     "TaskResult",
     "TaskResultDoesNotExist",
+    "TaskResultMismatch",
     "TaskResultStatus",
     "exception_traceback",
     "module_path",

@@ -17,7 +17,6 @@ from typing import Any
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from ..errors import InvalidPayload
 from ..write_guard import application_code
 from . import compat
 
@@ -25,6 +24,27 @@ logger = logging.getLogger("solid_objects.tasks")
 
 #: ``worker_ids`` entry of an earlier attempt: the runtime keeps no per-attempt worker record.
 UNRECORDED_WORKER = "unrecorded"
+
+
+class TaskExit(Exception):
+    """A task ended with a ``BaseException`` that is not an ``Exception``: ``SystemExit``
+    (``sys.exit()``), ``asyncio.CancelledError``, ``GeneratorExit``. Raised on, it would end
+    the worker thread running the task (and the task would run again, forever); it fails the
+    task at once instead, as Django's own backends do. ``KeyboardInterrupt`` is let through.
+
+    Its message is the original exception's class path, a newline, then its traceback:
+    :mod:`solid_objects.tasks.results` reports the original in ``result.errors``.
+    """
+
+    retryable = False
+
+    def __init__(self, original: BaseException) -> None:
+        self.exception_class_path = compat.module_path(type(original))
+        super().__init__(f"{self.exception_class_path}\n{compat.exception_traceback(original)}")
+
+
+#: How a :class:`TaskExit` is stored (the class path of a turn's error).
+TASK_EXIT_PATH = f"{TaskExit.__module__}.{TaskExit.__qualname__}"
 
 
 def worker_id(hostname: str | None = None, pid: int | None = None) -> str:
@@ -71,7 +91,8 @@ def execute(
     run_after: str | None,
 ) -> Any:
     """Call the task function of one message (``message`` is the turn's message context);
-    return its JSON-normalised return value or let its exception fail the turn."""
+    return its JSON-normalised return value or let its exception fail the turn (a
+    ``BaseException`` other than ``KeyboardInterrupt`` as a :class:`TaskExit`)."""
     task = load_task(task_path, backend, queue, priority, run_after)
     now = timezone.now()
     result: compat.TaskResult[Any, Any] = compat.TaskResult(
@@ -99,8 +120,11 @@ def execute(
                 value = task.call(*args, **kwargs)
             try:
                 value = compat.normalize_json(value)
-            except (TypeError, ValueError) as exc:  # the same on every attempt: no retry
-                raise InvalidPayload(f"a task's return value must be JSON: {exc}") from exc
+            except (TypeError, ValueError) as exc:
+                # Recorded as Django's backends record it (TypeError: Unsupported type...),
+                # and not retried: the same value comes back on every attempt.
+                exc.retryable = False  # type: ignore[union-attr]
+                raise
         except BaseException as exc:
             object.__setattr__(result, "finished_at", timezone.now())
             object.__setattr__(result, "status", compat.TaskResultStatus.FAILED)
@@ -111,7 +135,9 @@ def execute(
                 )
             )
             compat.task_finished.send(sender=sender, task_result=result)
-            raise
+            if isinstance(exc, Exception | KeyboardInterrupt):
+                raise
+            raise TaskExit(exc) from None  # its message carries the original traceback
         object.__setattr__(result, "finished_at", timezone.now())
         object.__setattr__(result, "status", compat.TaskResultStatus.SUCCESSFUL)
         object.__setattr__(result, "_return_value", value)

@@ -25,6 +25,18 @@ def new_task_actor_id(queue_name: str) -> str:
     return f"{TASK_PREFIX}{queue_name}:{uuid.uuid4().hex}"
 
 
+def is_task(actor_type: str, operation: str) -> bool:
+    """Whether a message (or dead letter) of ``actor_type`` / ``operation`` is a task."""
+    return actor_type == TASK_ACTOR_TYPE and operation == RUN_OPERATION
+
+
+def operation_label(actor_type: str, actor_id: str, operation: str, arguments: object) -> str:
+    """The operation, or for a task ``task <describe()>``: what operators' lists show."""
+    if is_task(actor_type, operation):
+        return f"task {describe(actor_id, arguments)}"
+    return operation
+
+
 def describe(actor_id: str, arguments: object) -> str:
     """A one-line, readable label of a task message for the admin and status:
     ``app.tasks.send_mail on queue "emails"``."""

@@ -13,7 +13,7 @@ from django.db.models import Exists, OuterRef, Subquery
 
 from ..models import ClaimedMessage, DeadLetter, Message, ReadyMessage
 from . import compat
-from .execution import attempt_worker_ids, load_task, worker_id
+from .execution import TASK_EXIT_PATH, attempt_worker_ids, load_task, worker_id
 from .naming import RUN_OPERATION, TASK_ACTOR_TYPE
 
 #: How many operator retries of a dead-lettered task are followed.
@@ -52,14 +52,23 @@ def _message(alias: str, **where: Any) -> dict[str, Any] | None:
 
 
 def _error(error: Any) -> list[Any]:
+    """The stored error of the latest attempt as ``TaskError``: its traceback as
+    ``traceback.format_exception`` writes it (ending ``Class: message`` and a newline; the
+    runtime keeps its last lines), a :class:`~.execution.TaskExit` as the exception it
+    stands for."""
     if not isinstance(error, dict):
         return []
+    class_path = str(error.get("class", "Exception"))
+    message = error.get("message")
+    if class_path == TASK_EXIT_PATH and isinstance(message, str) and "\n" in message:
+        original, traceback = message.split("\n", 1)
+        return [compat.TaskError(exception_class_path=original, traceback=traceback)]
     backtrace = error.get("backtrace") or []
     lines = backtrace if isinstance(backtrace, list) else [str(backtrace)]
     return [
         compat.TaskError(
-            exception_class_path=str(error.get("class", "Exception")),
-            traceback="\n".join(str(line) for line in lines),
+            exception_class_path=class_path,
+            traceback="".join(f"{line}\n" for line in lines),
         )
     ]
 

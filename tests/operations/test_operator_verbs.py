@@ -122,9 +122,21 @@ def test_dead_letter_retry_enqueues_once_and_points_at_the_retry() -> None:
     assert DeadLetter.objects.none().retry() == {}
 
 
-def test_dead_letter_command_retries_through_the_verb(capsys: pytest.CaptureFixture[str]) -> None:
+def test_dead_letter_command_retries_through_the_verb(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The verb is watched, not replaced: every call goes on to the real DeadLetter.retry.
+    verb = DeadLetter.retry
+    through_the_verb: list[tuple[int, str | None]] = []
+
+    def watched(self: DeadLetter) -> Any:
+        through_the_verb.append((self.pk, self._state.db))
+        return verb(self)
+
+    monkeypatch.setattr(DeadLetter, "retry", watched)
     row = dead_letter()
     call_command("solid_objects_dead_letters", retry=row.pk)
+    assert through_the_verb == [(row.pk, connection.alias)]  # on the row's own database
     row.refresh_from_db()
     assert row.retried_message_id is not None
     assert f"retried as message {row.retried_message_id}" in capsys.readouterr().out
@@ -180,6 +192,32 @@ def test_admin_retry_of_dead_effects(operator: Client) -> None:
     completed.refresh_from_db()
     assert (dead.status, dead.attempt_count) == ("pending", 0)
     assert (completed.status, completed.attempt_count) == ("completed", 1)
+
+
+def test_admin_retry_refuses_handled_effects_and_says_so(operator: Client) -> None:
+    """A handled effect's failure reached ``on_failure`` (a declined card): retrying it
+    would run it again, so the action leaves it and tells the operator why."""
+    finished = timezone.now() - timedelta(hours=1)
+    dead = EffectFactory(status=Effect.Status.DEAD, attempt_count=5)
+    handled = EffectFactory(status=Effect.Status.HANDLED, attempt_count=1, completed_at=finished)
+    url = reverse("admin:solid_objects_effect_changelist")
+    data = {"action": "retry_dead", "_selected_action": [dead.pk, handled.pk]}
+    text = operator.post(url, data, follow=True).content.decode()
+    assert "Retrying 1 dead effect(s)." in text
+    refused = "1 handled effect(s) not retried: their failure was delivered to on_failure"
+    assert refused in text
+    dead.refresh_from_db()
+    handled.refresh_from_db()
+    assert (dead.status, dead.attempt_count) == ("pending", 0)
+    assert (handled.status, handled.attempt_count) == ("handled", 1)
+    assert handled.completed_at == finished
+
+    data = {"action": "retry_dead", "_selected_action": [handled.pk]}
+    text = operator.post(url, data, follow=True).content.decode()
+    assert refused in text and "Retrying 0" not in text
+    handled.refresh_from_db()
+    assert handled.status == "handled"
+    assert Effect.objects.filter(pk=handled.pk).retry_dead() == 0
 
 
 # -- permissions ---------------------------------------------------------------------------------

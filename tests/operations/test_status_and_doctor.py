@@ -7,7 +7,7 @@ from datetime import timedelta
 from io import StringIO
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.test import override_settings
 from django.utils import timezone
 
@@ -15,6 +15,7 @@ from solid_objects.diagnostics import DIAGNOSTIC_TYPE, FAIL, OK, run_checks
 from solid_objects.models import Instance, Process
 from solid_objects.runtime import processes
 from solid_objects.status import collect
+from solid_objects.testing import drain
 from tests.factories import (
     BroadcastFactory,
     ClaimedMessageFactory,
@@ -25,6 +26,7 @@ from tests.factories import (
     ReadyMessageFactory,
     ReminderFactory,
 )
+from tests.testapp import tasks
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -95,6 +97,44 @@ def test_status_of_an_empty_database():
     assert report["mailbox"]["ready"] == 0 and report["mailbox"]["lag_seconds"] is None
 
 
+def test_status_names_tasks_by_their_task_and_queue(solid_settings):
+    solid_settings(MAX_ATTEMPTS=1)
+    DeadLetterFactory(operation="explode")
+    tasks.always_fails.enqueue("card declined")
+    tasks.flaky.using(queue_name="ledger").enqueue(1)
+    drain()
+    tasks.add.enqueue(1, 2)  # waiting in the mailbox
+    plain = 'task tests.testapp.tasks.always_fails on queue "default"'
+    ordered = 'task tests.testapp.tasks.flaky on queue "ledger" (ordered)'
+    latest = collect()["dead_letters"]["latest"]
+    assert {(row["operation"], row["label"]) for row in latest} == {
+        ("explode", "explode"),
+        ("run", plain),
+        ("run", ordered),
+    }
+    out = StringIO()
+    call_command("solid_objects_status", stdout=out)
+    text = out.getvalue()
+    assert "Dead letters: 3 not retried" in text
+    assert plain in text and ordered in text and "explode" in text
+    assert "solid_objects.task/" not in text  # not the internal actor and its "run"
+    [tasks_line] = [line for line in text.splitlines() if "(django.tasks)" in line]
+    assert tasks_line.split()[:4] == ["solid_objects.task", "(django.tasks)", "ready", "1"]
+
+
+def test_the_dead_letters_command_names_tasks_by_their_task_and_queue(solid_settings):
+    solid_settings(MAX_ATTEMPTS=1)
+    DeadLetterFactory(operation="explode")
+    tasks.always_fails.enqueue("card declined")
+    drain()
+    out = StringIO()
+    call_command("solid_objects_dead_letters", stdout=out)
+    text = out.getvalue()
+    assert 'task tests.testapp.tasks.always_fails on queue "default"' in text
+    assert "solid_objects.task/" not in text  # not the internal actor and its "run"
+    assert "explode" in text  # an actor's dead letter keeps its actor and operation
+
+
 ROLE_KINDS = ("worker", "effect", "reminder", "broadcast")
 
 
@@ -159,6 +199,43 @@ def test_doctor_fails_on_overdue_work_whose_role_is_not_running(solid_settings):
     backlog = {f.check: f for f in run_checks(round_trip=False)}["backlog"]
     assert backlog.status == "warn" and "the roles are behind" in backlog.detail
     assert "broadcasts" not in backlog.detail  # pending but not overdue, and delivered
+
+
+def doctor_json(*args: str) -> tuple[int, dict[str, dict[str, str]]]:
+    """``solid_objects_doctor --json --no-round-trip *args``: its exit code and findings."""
+    out = StringIO()
+    code = 0
+    try:
+        call_command("solid_objects_doctor", "--json", "--no-round-trip", *args, stdout=out)
+    except SystemExit as exit_info:
+        code = int(exit_info.code or 0)
+    return code, {f["check"]: f for f in json.loads(out.getvalue())}
+
+
+def test_doctor_roles_fails_when_a_required_role_has_no_live_process():
+    processes.register("worker", "default")
+    ProcessFactory(kind="effect", last_heartbeat_at=timezone.now() - timedelta(hours=1))
+
+    code, findings = doctor_json()  # by default a missing role only warns
+    assert (code, findings["roles"]["status"]) == (0, "warn")
+
+    code, findings = doctor_json("--roles", "worker,effect")
+    assert (code, findings["roles"]["status"]) == (1, FAIL)
+    detail = findings["roles"]["detail"]
+    assert "required but not running: effect (effects" in detail  # a stale one is not live
+    assert "not running: reminder (reminders" in detail  # not required: listed, not failed
+    assert "stale: effect" in detail
+
+    code, findings = doctor_json("--roles", " worker ")  # the one required kind is live
+    assert (code, findings["roles"]["status"]) == (0, "warn")
+    for kind in ("effect", "reminder", "broadcast"):
+        processes.register(kind, "default")
+    code, findings = doctor_json("--roles", "worker,effect,reminder,broadcast")
+    assert (code, findings["roles"]["status"]) == (0, "warn")  # every one live; one stale
+    assert "not running" not in findings["roles"]["detail"]
+
+    with pytest.raises(CommandError, match="unknown role kind"):
+        call_command("solid_objects_doctor", "--roles", "worker,workers", stdout=StringIO())
 
 
 def test_an_idle_sync_caller_is_neither_stale_nor_a_missing_role():

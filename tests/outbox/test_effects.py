@@ -160,7 +160,7 @@ def test_a_failure_delivered_to_its_callback_is_handled_not_dead(solid_settings,
     assert run_pending_effects() == 0  # dead effects are not claimed
 
 
-def test_a_non_retryable_error_is_dead_at_once():
+def test_a_non_retryable_error_is_handled_at_once_by_on_failure():
     payer = Payer.ref("erin")
     effect_id = payer.pay("tests.outbox.fatal", {"card": "4242"})
     run_pending_effects()
@@ -171,7 +171,17 @@ def test_a_non_retryable_error_is_dead_at_once():
     assert failure["arguments"] == {"card": "4242"}
 
 
-def test_an_unknown_effect_name_is_dead_at_once():
+def test_a_non_retryable_error_without_on_failure_is_dead_at_once():
+    payer = Payer.ref("erin-no-callback")
+    effect_id = payer.pay("tests.outbox.fatal", {"card": "4242"}, on_failure=None)
+    run_pending_effects()
+    row = Effect.objects.get(effect_id=effect_id)
+    assert (row.status, row.attempt_count) == ("dead", 1)  # nobody handled it
+    assert row.error["class"] == "builtins.ValueError"
+    assert payer.summary()["failures"] == []
+
+
+def test_an_unknown_effect_name_is_handled_at_once_by_on_failure():
     payer = Payer.ref("frank")
     effect_id = payer.pay("tests.outbox.not_registered", {})
     run_pending_effects()
@@ -300,3 +310,36 @@ def test_claims_skip_rows_another_worker_has_locked():
     assert not thread.is_alive()
     assert result == {"rows": []}
     assert len(claim_due(connection.alias, process_id)) == 1
+
+
+def test_the_upgrade_query_in_docs_marks_delivered_failures_handled():
+    """docs/effects.md, "Upgrading a pre-release install": a failure its on_failure received
+    was recorded ``dead`` before the ``handled`` status existed; the documented query finds
+    it by its callback message and leaves every other dead effect alone."""
+    from django.db.models import Exists, OuterRef, Value
+    from django.db.models.functions import Concat
+
+    payer = Payer.ref("upgraded")
+    delivered = payer.pay("tests.outbox.fatal", {"card": "4242"})
+    nobody = payer.pay("tests.outbox.fatal", {"card": "4000"}, on_failure=None)
+    run_pending_effects()
+    lost = payer.pay("tests.outbox.fatal", {"card": "4111"})
+    run_pending_effects()
+    # As an older release recorded them, and a callback that never made it to the mailbox.
+    Effect.objects.filter(effect_id__in=[delivered, lost]).update(status="dead")
+    Message.objects.filter(idempotency_key=f"effect:{lost}:failure").delete()
+
+    # The query of the docs, as written there:
+    callback = Message.objects.filter(
+        instance_id=OuterRef("instance_id"),
+        idempotency_key=Concat(Value("effect:"), OuterRef("effect_id"), Value(":failure")),
+    )
+    changed = (
+        Effect.objects.filter(status="dead", failure_operation__isnull=False)
+        .filter(Exists(callback))
+        .update(status="handled")
+    )
+
+    assert changed == 1
+    statuses = dict(Effect.objects.values_list("effect_id", "status"))
+    assert statuses == {delivered: "handled", nobody: "dead", lost: "dead"}

@@ -87,3 +87,45 @@ def test_a_worker_dedicated_to_a_queue_runs_only_its_tasks(commands):
     assert counter.status() != "completed"
     assert Process.objects.filter(kind="worker").count() == 1
     assert commands.terminate(proc) == 0, commands.log(proc)
+
+
+WORKER = {"POLLING_INTERVAL": 0.05, "IDLE_POLLING_INTERVAL": 0.25}
+
+
+@pytest.mark.slow
+def test_a_worker_given_actor_types_runs_only_those(commands):
+    # Enqueued first and due all along: a worker taking any actor would take it first.
+    task = tasks.add.enqueue(1, 2)
+    first = Counter.ref("dedicated-1").enqueue().add(1)
+    proc = commands.start("run_actor_worker", "--actor-types", "tests.counter", settings=WORKER)
+    wait_until(
+        lambda: first.status() == "completed",
+        what="the counter's message",
+        details=lambda: commands.log(proc),
+    )
+    second = Counter.ref("dedicated-2").enqueue().add(2)  # a later scan, the same choice
+    wait_until(lambda: second.status() == "completed", what="the second counter")
+    task.refresh()
+    assert (task.status, task.attempts) == (TaskResultStatus.READY, 0)
+    assert (first.result(), second.result()) == (1, 2)
+    assert commands.terminate(proc) == 0, commands.log(proc)
+
+
+@pytest.mark.slow
+def test_a_worker_excluding_actor_types_runs_every_other(commands):
+    counter = Counter.ref("excluded").enqueue().add(1)
+    first = tasks.add.enqueue(1, 2)
+    proc = commands.start(
+        "run_actor_worker", "--exclude-actor-types", "tests.counter", settings=WORKER
+    )
+
+    def finished(result) -> bool:
+        result.refresh()
+        return result.is_finished
+
+    wait_until(lambda: finished(first), what="the task", details=lambda: commands.log(proc))
+    second = tasks.post_entry.enqueue(7)  # an ordered queue's actor is not excluded either
+    wait_until(lambda: finished(second), what="the ordered task")
+    assert (first.return_value, second.return_value) == (3, 7)
+    assert (counter.status(), counter.outcome().attempts) == ("ready", 0)  # never claimed
+    assert commands.terminate(proc) == 0, commands.log(proc)

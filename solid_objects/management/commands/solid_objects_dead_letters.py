@@ -27,7 +27,7 @@ class Command(BaseCommand):
         from solid_objects.errors import UnknownDatabase
 
         try:
-            if retry is not None:
+            if retry is not None:  # the operator verb DeadLetter.retry(), on the row's shard
                 alias, message = retry_one(retry, database)
                 self.stdout.write(
                     f"dead letter {retry} retried as message {message.id} "
@@ -48,9 +48,14 @@ class Command(BaseCommand):
         for row in rows:
             retried_text = f" -> message {row.retried_message_id}" if row.retried_message_id else ""
             shard = f"{row.database:<16.16} " if sharded else ""
+            if row.label != row.operation:
+                # A django.tasks task: its name and queue, never cut, say more than its
+                # internal actor (solid_objects.task/task:<queue>:<uuid>, operation run).
+                what = f"{row.label:<61}"
+            else:
+                what = f"{row.actor_type + '/' + row.actor_id:<40.40} {row.operation:<20.20}"
             self.stdout.write(
-                f"{row.id:>6}  {shard}{row.actor_type + '/' + row.actor_id:<40.40} "
-                f"{row.operation:<20.20} {row.attempts:>3}  "
+                f"{row.id:>6}  {shard}{what} {row.attempts:>3}  "
                 f"{row.exception_class.rsplit('.', 1)[-1]:<30.30} "
                 f"{row.last_failed_at:%Y-%m-%d %H:%M:%S}{retried_text}"
             )
