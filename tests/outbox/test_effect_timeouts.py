@@ -18,8 +18,10 @@ from tests.testapp.actors.policies import Hanger
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 #: Far shorter than the defaults (15 s heartbeats, 60 s threshold): the hung handler (it
-#: blocks for 30 s) and its three abandoned attempts outlast the threshold several times.
-ALIVE_THRESHOLD = 1.0
+#: blocks for 30 s) and its three abandoned attempts outlast the threshold several times. A
+#: dozen heartbeat intervals, so a loaded machine (or SQLite's one writer at a time) delaying
+#: a heartbeat is not taken for a worker that stopped heartbeating.
+ALIVE_THRESHOLD = 2.5
 SETTINGS = {
     "PROCESS_HEARTBEAT_INTERVAL": 0.2,
     "PROCESS_ALIVE_THRESHOLD": ALIVE_THRESHOLD,
@@ -61,8 +63,9 @@ def test_a_hung_handler_is_abandoned_while_its_worker_keeps_heartbeating(command
     assert effect.attempt_count == 3  # each attempt abandoned, then retried
     assert effect.error["class"] == TIMEOUT
     assert effect.claimed_by_id == worker.id  # recorded by the worker that ran it
-    # The abandoned handlers still block (30 s each): go on watching for two thresholds more.
-    until = time.monotonic() + 2 * ALIVE_THRESHOLD
+    # The abandoned handlers still block (30 s each): go on watching for two thresholds more,
+    # and until the worker has been watched for more than three thresholds in all.
+    until = max(time.monotonic() + 2 * ALIVE_THRESHOLD, started + 3 * ALIVE_THRESHOLD + 0.2)
     wait_until(lambda: watch() and time.monotonic() > until, what="two more thresholds")
     assert time.monotonic() - started > 3 * ALIVE_THRESHOLD
     row = Process.objects.get(pk=worker.pk)
