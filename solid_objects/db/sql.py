@@ -42,10 +42,17 @@ def _render_fixed(dialect: Dialect, template: str) -> str:
 def render(dialect: Dialect, template: str, **fragments: str) -> str:
     """``template`` with ``dialect``'s tables and fragments (and ``fragments``) filled in.
 
-    A template with no call-time fragments is rendered once per dialect."""
+    Rendered once per dialect, template and fragments: the hot paths send the same few
+    statement texts again and again (a sync call renders about nine), and filling a template
+    in costs more than sending it to SQLite."""
     if not fragments:
         return _render_fixed(dialect, template)
-    return template.format_map(_Fragments(dialect, fragments))
+    return _render_with(dialect, template, tuple(sorted(fragments.items())))
+
+
+@lru_cache(maxsize=1024)
+def _render_with(dialect: Dialect, template: str, fragments: tuple[tuple[str, str], ...]) -> str:
+    return template.format_map(_Fragments(dialect, dict(fragments)))
 
 
 def milliseconds(seconds: float) -> str:
