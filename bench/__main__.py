@@ -26,7 +26,8 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         default="",
         help="comma-separated measures: "
-        "raw,enqueue,processing,sustained,sync,callers,defaults,full,wakeup,state,idle,journal,"
+        "raw,enqueue,processing,sustained,sync,callers,defaults,full,wakeup,state,encoding,idle,"
+        "journal,"
         "tasks,shards; and "
         "memory "
         "(worker RSS over --memory-turns turns: minutes, never in a default run)",

@@ -680,6 +680,66 @@ def big_state(p: Params) -> list[Result]:
     return [empty[0], big[0]]
 
 
+def state_encoding(p: Params) -> list[Result]:
+    """``payloads.encode`` of a structured state of about 73 KiB (780 records, the shape of
+    issue 14's example), with the standard encoder and with orjson (the ``orjson`` extra)
+    when it is installed: the median of 200 encodings each, alternated in rounds. CPU only,
+    so the same on every database; both texts are checked to be identical."""
+    import random
+    import statistics
+    import string
+
+    from solid_objects import payloads
+
+    rng = random.Random(14)
+    state = {
+        "items": [
+            {
+                "id": n,
+                "name": "".join(rng.choices(string.ascii_letters, k=30)),
+                "price": round(rng.random() * 100, 2),
+                "tags": ["a", "b", "é"],
+                "ok": True,
+            }
+            for n in range(780)
+        ]
+    }
+    fast = payloads._fast_dumps
+    timings: dict[str, list[float]] = {"standard": [], "orjson": []}
+    texts: dict[str, str] = {}
+    for _ in range(5):
+        for name, encoder in (("standard", None), ("orjson", fast)):
+            if name == "orjson" and fast is None:
+                continue
+            payloads._fast_dumps = encoder
+            try:
+                for _ in range(40):
+                    start = time.perf_counter()
+                    texts[name] = payloads.encode(state, what="state")
+                    timings[name].append((time.perf_counter() - start) * 1000)
+            finally:
+                payloads._fast_dumps = fast
+    size = len(texts["standard"].encode())
+    standard = statistics.median(timings["standard"])
+    out = [Result(f"encode a {size // 1024} KiB state, standard encoder", standard, "ms")]
+    if fast is None:
+        out.append(Result("encode the same state, orjson", 0.0, "ms", note="orjson not installed"))
+        return out
+    if texts["orjson"] != texts["standard"]:
+        raise OutcomeError("orjson wrote other text than the standard encoder")
+    quick = statistics.median(timings["orjson"])
+    out.append(
+        Result(
+            "encode the same state, orjson",
+            quick,
+            "ms",
+            note=f"{standard / quick:.1f}x faster, identical text",
+            extra={"speedup": standard / quick},
+        )
+    )
+    return out
+
+
 def sync_latency(p: Params) -> list[Result]:
     from bench.actors import BenchCounter
 

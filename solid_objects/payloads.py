@@ -19,6 +19,15 @@ MySQL/MariaDB (``JSON``) and SQLite (text), and anything else is refused with
   ``0.0`` on every database.
 - **Nesting**: at most ``max_depth`` arrays and objects (the database's own limit may be
   lower, see ``Dialect.json_max_depth``).
+
+With the ``orjson`` extra installed, :func:`encode` writes the text with orjson (several
+times faster than the standard library's encoder) whenever orjson's text is byte for byte
+the standard encoder's: every container and scalar of its exact built-in type, no float
+below ``1e-4`` in magnitude (orjson writes ``0.00001`` where ``repr`` writes ``1e-05``) and
+nothing orjson refuses (an integer past 64 bits, a lone surrogate, deep nesting). Anything
+else takes the standard path, so validation, errors, sizes and the stored text are the
+same with or without it. Decoding stays with the standard library: orjson reads an integer
+past 64 bits as a float.
 """
 
 from __future__ import annotations
@@ -26,10 +35,17 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
 from .errors import InvalidPayload, PayloadTooLarge
+
+_fast_dumps: Callable[[Any], bytes] | None
+try:  # the optional fast encoder (the ``orjson`` extra)
+    from orjson import dumps as _fast_dumps
+except ImportError:  # pragma: no cover - the suite runs both paths (tests/adversarial)
+    _fast_dumps = None
 
 MAX_DEPTH = 100
 #: The most digits an integer may have (``sys.int_info.default_max_str_digits``).
@@ -38,6 +54,12 @@ MAX_INT_DIGITS = 4300
 _INT_LIMIT = 10**MAX_INT_DIGITS
 # repr() writes floats from 1e16 up with a positive exponent, which jsonb does not keep.
 _POSITIONAL_FROM = 1e16
+# repr() writes floats below 1e-4 with a negative exponent (1e-05), orjson positionally.
+_EXPONENT_BELOW = 1e-4
+# What _scan found: which encoder writes the value's text.
+_FAST = 0  # orjson (when installed) writes what the standard encoder would
+_STANDARD = 1  # the standard encoder (a subclass, or a float orjson writes otherwise)
+_POSITIONAL = 2  # _encode_positional (a float repr() writes with a positive exponent)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _ESCAPED_NUL = "\\u0000"
 
@@ -70,9 +92,20 @@ def encode(
     Never raises anything but :class:`InvalidPayload` or :class:`PayloadTooLarge` for a
     value it refuses.
     """
-    positional = _check(value, what, max_depth)
+    mode = _check(value, what, max_depth)
+    if mode == _FAST and _fast_dumps is not None:
+        try:
+            data = _fast_dumps(value)
+        except TypeError:  # orjson.JSONEncodeError: the standard path gives the reason
+            pass
+        else:
+            if b"\\u0000" in data:
+                _check_strings(value, what)  # or an escaped backslash followed by "u0000"
+            if limit is not None and len(data) > limit:
+                raise PayloadTooLarge(f"{what} is {len(data)} bytes; the limit is {limit} bytes")
+            return data.decode("utf-8")
     try:
-        text = _encode_positional(value) if positional else _encoder.encode(value)
+        text = _encode_positional(value) if mode == _POSITIONAL else _encoder.encode(value)
     except (ValueError, TypeError, OverflowError, RecursionError) as exc:
         raise InvalidPayload(f"{what} cannot be encoded as JSON: {exc}") from None
     # Strings are checked on the encoded text (one pass in C): a NUL is escaped as \u0000,
@@ -90,6 +123,18 @@ def encode(
     if limit is not None and size > limit:
         raise PayloadTooLarge(f"{what} is {size} bytes; the limit is {limit} bytes")
     return text
+
+
+def compact(value: Any) -> str:
+    """Compact JSON text of a value built by the runtime from what was validated already
+    (strings, integers, ``None``): no checks. With orjson, non-ASCII text is written as
+    UTF-8 rather than escaped; the database reads the same value either way."""
+    if _fast_dumps is not None:
+        try:
+            return _fast_dumps(value).decode("utf-8")
+        except TypeError:
+            pass  # an integer past 64 bits: the standard encoder writes it
+    return _encoder.encode(value)
 
 
 def decode(text: Any) -> Any:
@@ -129,9 +174,9 @@ class _Refused(Exception):
     """Raised by the fast scan; :func:`_explain` then finds the path and the reason."""
 
 
-def _check(value: Any, what: str, max_depth: int) -> bool:
+def _check(value: Any, what: str, max_depth: int) -> int:
     """Refuse what JSON or a database cannot keep (strings excepted: :func:`encode` checks
-    them on the text). Returns whether a float needs the positional form."""
+    them on the text). Returns which encoder writes the value (``_FAST`` and the others)."""
     try:
         return _scan(value, max_depth)
     except _Refused:
@@ -139,16 +184,18 @@ def _check(value: Any, what: str, max_depth: int) -> bool:
         raise InvalidPayload(f"{what} is not strict JSON") from None  # not reached
 
 
-def _scan(value: Any, max_depth: int) -> bool:
+def _scan(value: Any, max_depth: int) -> int:
     """The hot path: no paths, no messages (a refusal is explained by :func:`_explain`)."""
-    positional = False
+    mode = _FAST
     stack: list[tuple[Any, int]] = [([value], -1)]
     while stack:
         container, depth = stack.pop()
         if type(container) is dict or isinstance(container, dict):
             for key in container:
-                if type(key) is not str and not isinstance(key, str):
-                    raise _Refused
+                if type(key) is not str:
+                    if not isinstance(key, str):
+                        raise _Refused
+                    mode = mode or _STANDARD
             children: Any = container.values()
         else:
             children = container
@@ -156,23 +203,52 @@ def _scan(value: Any, max_depth: int) -> bool:
             kind = type(item)
             if kind is str or item is None or kind is bool:
                 continue
-            if kind is int or (isinstance(item, int) and not isinstance(item, bool)):
+            if kind is int:
                 if not -_INT_LIMIT < item < _INT_LIMIT:
                     raise _Refused
-            elif kind is float or isinstance(item, float):
+            elif kind is float:
                 if not -_POSITIONAL_FROM < item < _POSITIONAL_FROM:
                     if not math.isfinite(item):
                         raise _Refused
-                    positional = True
-                elif item == 0.0 and math.copysign(1.0, item) < 0:
-                    positional = True
-            elif kind is dict or kind is list or isinstance(item, dict | list | tuple):
+                    mode = _POSITIONAL
+                elif -_EXPONENT_BELOW < item < _EXPONENT_BELOW:
+                    if item == 0.0:
+                        if math.copysign(1.0, item) < 0:
+                            mode = _POSITIONAL
+                    else:
+                        mode = mode or _STANDARD
+            elif kind is dict or kind is list or kind is tuple:
                 if depth + 1 >= max_depth:
                     raise _Refused
                 stack.append((item, depth + 1))
-            elif not isinstance(item, str | bool):
+            else:
+                mode = max(mode, _scan_subclass(item, depth, max_depth, stack))
+    return mode
+
+
+def _scan_subclass(item: Any, depth: int, max_depth: int, stack: list[tuple[Any, int]]) -> int:
+    """An item of a subclass of a JSON type (refused otherwise): the standard encoder
+    writes it (orjson's text could differ: an ``OrderedDict``'s order, an ``IntEnum``)."""
+    if isinstance(item, bool | str):
+        return _STANDARD
+    if isinstance(item, int):
+        if not -_INT_LIMIT < item < _INT_LIMIT:
+            raise _Refused
+        return _STANDARD
+    if isinstance(item, float):
+        if not -_POSITIONAL_FROM < item < _POSITIONAL_FROM:
+            if not math.isfinite(item):
                 raise _Refused
-    return positional
+            return _POSITIONAL
+        if item == 0.0 and math.copysign(1.0, item) < 0:
+            return _POSITIONAL
+        return _STANDARD
+    if isinstance(item, dict | list | tuple):
+        if depth + 1 >= max_depth:
+            raise _Refused
+        stack.append((item, depth + 1))
+        return _STANDARD
+    raise _Refused
 
 
 def _explain(value: Any, what: str, max_depth: int) -> None:

@@ -13,6 +13,7 @@ import inspect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, ClassVar, Generic, Protocol, TypeVar, overload
 
 from .conf import get_settings
@@ -136,6 +137,15 @@ class Operation:
 
     def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         """Positional and keyword arguments as the stored keyword dict (validated)."""
+        keywords = self._keywords
+        if keywords is not None and not args:
+            # Keywords only (enqueue_many, the sync and async faces): what Signature.bind
+            # gives, without building a BoundArguments per call; anything else (a missing or
+            # unknown argument) takes the full path for its error.
+            names, known, required = keywords
+            given = kwargs.keys()
+            if given <= known and required <= given:
+                return {name: kwargs[name] for name in names if name in kwargs}
         signature = self.signature or inspect.signature(self.function)
         try:
             bound = signature.bind(None, *args, **kwargs)
@@ -151,6 +161,20 @@ class Operation:
                     raise TypeError(f"{self.name}(): *{name} cannot be stored as keywords")
                 arguments.pop(name)
         return arguments
+
+    @cached_property
+    def _keywords(self) -> tuple[tuple[str, ...], frozenset[str], frozenset[str]] | None:
+        """The parameters after ``self`` in order, all of them and the required ones, when
+        every one of them can be passed by keyword (no ``*args``, ``**kwargs`` or
+        positional-only parameter); ``None`` otherwise."""
+        signature = self.signature or inspect.signature(self.function)
+        parameters = list(signature.parameters.values())[1:]
+        plain = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        if not signature.parameters or any(p.kind not in plain for p in parameters):
+            return None
+        names = tuple(p.name for p in parameters)
+        required = frozenset(p.name for p in parameters if p.default is inspect.Parameter.empty)
+        return names, frozenset(names), required
 
 
 def query(function: F) -> F:

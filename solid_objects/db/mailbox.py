@@ -13,11 +13,11 @@ MariaDB reads the sequence back in the message's own ``INSERT ... RETURNING``.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 from datetime import datetime
 from typing import Any
 
+from ..payloads import compact
 from .dialect import Dialect
 from .rows import Appended, MailboxFullAt, NewMessage
 from .sql import each, in_list, milliseconds, render
@@ -752,8 +752,9 @@ def append_and_lease_postgresql(
 def _messages_json(messages: list[NewMessage], backs: list[int]) -> str:
     """The messages of :data:`APPEND_POSTGRESQL` as one JSON array of arrays, each
     ``[arguments, actor_type, actor_id, ...]`` (the arguments are JSON text already
-    validated: they go in as they are, the rest through one ``json.dumps`` per message)."""
-    dumps = json.dumps
+    validated: they go in as they are, the rest through one :func:`payloads.compact` per
+    message)."""
+    dumps = compact
     return (
         "["
         + ",".join(
