@@ -34,12 +34,12 @@ from .runtime.wakeup.transports import ensure_listener
 from .spec import ActorAddress
 from .sync import (
     CLOSER,
-    FIRST_WAIT,
     LOOK,
     MAX_WAIT,
     PENDING,
     TAKE_OVER,
     after_hint,
+    first_wait,
     may_assist,
     result_deadline,
     start_sync,
@@ -145,7 +145,7 @@ async def _wait_and_look(
     look_first: bool,
     what: str,
 ) -> Any:
-    wait = FIRST_WAIT
+    wait = first_wait(alias)
     take_over = False
     while True:
         rang.clear()  # a ring during the look below is kept: the wait returns at once

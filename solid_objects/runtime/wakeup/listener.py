@@ -84,6 +84,8 @@ class ListenerThread:
         self.alias = alias
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        #: Whether hints are being received (false from a failure until its retry).
+        self.listening = False
 
     def probe(self) -> ProbeResult:
         raise NotImplementedError
@@ -112,9 +114,11 @@ class ListenerThread:
         backoff = 0.5
         while not self._stop.is_set():
             try:
+                self.listening = True
                 self._listen()
                 backoff = 0.5
             except Exception as exc:
+                self.listening = False
                 if self._stop.is_set():
                     break
                 logger.warning(

@@ -60,6 +60,14 @@ def ensure_listener(alias: str) -> None:
     ).start()
 
 
+def hears_hints(alias: str) -> bool:
+    """Whether this process's listener of ``alias`` is running and receiving hints (another
+    process's commits then reach its waiters without a look at the database)."""
+    with running_lock:
+        listener = running.get((os.getpid(), alias))
+    return isinstance(listener, ListenerThread) and listener.alive and listener.listening
+
+
 def start(alias: str | None = None) -> ListenerThread | None:
     """Probe and start this process's listener; ``None`` when workers only poll."""
     alias = alias or get_settings().DATABASE
