@@ -135,6 +135,15 @@ def take_up(
     return _activate_first(alias, dialect, got, cache)
 
 
+def take_up_claimed(
+    alias: str, claimed: tuple[LeaseRow, MessageRow], cache: ActivationCache | None = None
+) -> Activation | None:
+    """A lease and first claim a sync caller's enqueue took together
+    (``Enqueued.claimed``): build the actor (nothing else is due before the message)."""
+    lease, first = claimed
+    return _activate_first(alias, dialect_for(connections[alias]), (lease, first, False), cache)
+
+
 def _activate_first(
     alias: str,
     dialect: Dialect,
@@ -231,6 +240,12 @@ def _finish_claim(
             logger.info("lease of %s/%s lost before its recovery", lease.actor_type, lease.actor_id)
             return None
         if lease.has_stale_claim:
+            # A claim under this lease's own token is not stale: the enqueue that took the
+            # lease claimed the message too, and its reply was lost. Its attempt is counted
+            # once, by that claim: it is this activation's first turn.
+            own = dialect.own_claim(cursor, lease.instance_id, lease.token)
+            if own is not None:
+                return own
             recover_stale_claim(cursor, dialect, lease)
         first = claim_runnable(cursor, dialect, lease, first)
         if lease.has_stale_claim:

@@ -30,7 +30,7 @@ from django.db import IntegrityError, OperationalError, connections, transaction
 from . import payloads, signals
 from .conf import get_settings
 from .db.dialect import Dialect
-from .db.rows import Appended, MailboxFullAt, NewMessage
+from .db.rows import Appended, LeaseRow, MailboxFullAt, MessageRow, NewMessage
 from .db.vendors import dialect_for
 from .errors import (
     ActorCallCycle,
@@ -68,6 +68,9 @@ class Enqueued:
     leased: bool | None = False
     #: The generation of the lease it took (0 when it took none, or it is not known).
     lease_generation: int = 0
+    #: The lease and the message the same statement claimed as the actor's next turn
+    #: (``Dialect.append_and_lease``), when it could.
+    claimed: tuple[LeaseRow, MessageRow] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +81,8 @@ class LeaseRequest:
     owner_id: str
     token: str
     seconds: float
+    #: ``(instance id, state revision)`` the caller keeps warm for the actor, if any.
+    cached: tuple[int, int] | None = None
 
 
 def validate_identifier(value: Any, what: str) -> str:
@@ -457,15 +462,18 @@ def _write_rows(
             owner_id=leasing.owner_id,
             token=leasing.token,
             lease_seconds=leasing.seconds,
+            cached=leasing.cached,
         )
         if isinstance(leased, MailboxFullAt):
             raise _full(spec.actor_type, actor_id, cap)
-        message_id, instance_id, sequence, generation = leased
+        message_id, instance_id, sequence = leased.message_id, leased.instance_id, leased.sequence
+        generation, claimed = leased.generation, leased.claimed
     else:
         appended = dialect.append_message(cursor, message, cap)
         if isinstance(appended, MailboxFullAt):
             raise _full(spec.actor_type, actor_id, cap)
         ((message_id, instance_id, sequence),), generation = appended, None
+        claimed = None
     return Enqueued(
         message_id,
         request_id,
@@ -477,6 +485,7 @@ def _write_rows(
         alias,
         generation is not None,
         generation or 0,
+        claimed,
     )
 
 

@@ -16,8 +16,10 @@ held when the connection died is given back. Otherwise the call raises
 from __future__ import annotations
 
 import math
+import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -41,7 +43,7 @@ from .errors import (
     SyncInsideTransaction,
     SyncTimeout,
 )
-from .lease import acquire, lease_and_claim, take_up
+from .lease import acquire, lease_and_claim, take_up, take_up_claimed
 from .mailbox import Enqueued, LeaseRequest, enqueue, prepare
 from .mailbox import _is_timeout as is_lock_timeout
 from .messages import MessageHandle, MessageOutcome
@@ -309,16 +311,29 @@ def start_sync(
             then=None if one_statement else claim_in_same_transaction,
             prepared=arguments_json,
             request_id=request_id if one_statement else None,
-            leasing=LeaseRequest(owner, token, settings.LEASE_DURATION) if one_statement else None,
+            leasing=(
+                LeaseRequest(
+                    owner,
+                    token,
+                    settings.LEASE_DURATION,
+                    cached=cached_revision(alias, reference, cache),
+                )
+                if one_statement
+                else None
+            ),
         )
         attempt.message_reference = wrap(enqueued)
         if one_statement and enqueued.created:
+            remember_instance(alias, reference, enqueued.instance_id)
             if enqueued.leased is False:
                 held.append(True)
             else:
-                instance_id = enqueued.instance_id
+                instance_id, claimed = enqueued.instance_id, enqueued.claimed
                 taken = released_lease(enqueued, owner, token)
-                firsts.append((lambda: take_up(alias, owner, token, instance_id, cache), taken))
+                if claimed is not None:  # the enqueue claimed the message too
+                    firsts.append((lambda: take_up_claimed(alias, claimed, cache), taken))
+                else:
+                    firsts.append((lambda: take_up(alias, owner, token, instance_id, cache), taken))
         return wrap(enqueued)
 
     def enqueue_once(attempt: Attempt) -> MessageHandle:
@@ -373,6 +388,35 @@ def start_sync(
     held_elsewhere = bool(held)
     done = recovering(alias, "sync call", first_run, message_reference=message)
     return Started(message, alias, deadline, done, held_elsewhere)
+
+
+#: The instance ids of the actors this process's sync callers enqueued to, by alias and
+#: actor (the most recent :data:`MAX_KNOWN_INSTANCES`), so an enqueue that also claims can
+#: name the state revision this process keeps warm before it knows the row.
+_known_instances: OrderedDict[tuple[str, str, str], int] = OrderedDict()
+_known_lock = threading.Lock()
+MAX_KNOWN_INSTANCES = 10_000
+
+
+def remember_instance(alias: str, reference: ActorAddress, instance_id: int) -> None:
+    key = (alias, reference.actor_type, reference.actor_id)
+    with _known_lock:
+        _known_instances[key] = instance_id
+        _known_instances.move_to_end(key)
+        while len(_known_instances) > MAX_KNOWN_INSTANCES:
+            _known_instances.popitem(last=False)
+
+
+def cached_revision(
+    alias: str, reference: ActorAddress, cache: ActivationCache
+) -> tuple[int, int] | None:
+    """``(instance id, state revision)`` of the actor if this process keeps it warm."""
+    with _known_lock:
+        instance_id = _known_instances.get((alias, reference.actor_type, reference.actor_id))
+    if instance_id is None:
+        return None
+    revision = cache.revisions_of([instance_id]).get(instance_id)
+    return None if revision is None else (instance_id, revision)
 
 
 def released_lease(enqueued: Enqueued, owner: str, token: str) -> LeaseRow:

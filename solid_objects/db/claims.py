@@ -196,6 +196,14 @@ STALE_CLAIM = (
     "JOIN {t_messages} m ON m.id = c.message_id WHERE c.instance_id = %(instance_id)s"
 )
 
+#: The claimed row of a lease's own token and its message: a claim the same activation made
+#: in a statement whose reply was lost (a sync caller's enqueue that also claimed).
+OWN_CLAIM = (
+    "SELECT " + MESSAGE_COLUMNS + " FROM {t_claimed} c JOIN {t_messages} m "
+    "ON m.id = c.message_id WHERE c.instance_id = %(instance_id)s "
+    "AND c.activation_token = %(token)s"
+)
+
 #: Put a claimed message back to ready, due after a delay (then :data:`DELETE_CLAIM`).
 REQUEUE = (
     "INSERT INTO {t_ready} (message_id, instance_id, sequence, available_at, created_at) "
@@ -382,6 +390,12 @@ def stale_claim(dialect: Dialect, cursor: Any, instance_id: int) -> tuple[int, i
     cursor.execute(render(dialect, STALE_CLAIM), {"instance_id": instance_id})
     row = cursor.fetchone()
     return None if row is None else (int(row[0]), int(row[1]), int(row[2]))
+
+
+def own_claim(dialect: Dialect, cursor: Any, instance_id: int, token: str) -> MessageRow | None:
+    cursor.execute(render(dialect, OWN_CLAIM), {"instance_id": instance_id, "token": token})
+    row = cursor.fetchone()
+    return None if row is None else message_from_row(row)
 
 
 def unclaim_to_ready(

@@ -35,6 +35,7 @@ class CommonDialect(Dialect):
     claim_and_read_ahead = claims.claim_and_read_ahead
     prefetch = claims.prefetch
     stale_claim = claims.stale_claim
+    own_claim = claims.own_claim
     unclaim_to_ready = claims.unclaim_to_ready
     set_attempts = claims.set_attempts
     uncount_attempt = claims.uncount_attempt

@@ -35,6 +35,7 @@ from ..conf import table
 from ..payloads import MAX_DEPTH
 from .rows import (
     Appended,
+    AppendedAndLeased,
     BatchedTurn,
     Completion,
     JoinedWrite,
@@ -257,12 +258,14 @@ class Dialect:
         owner_id: str,
         token: str,
         lease_seconds: float,
-    ) -> tuple[int, int, int, int | None] | MailboxFullAt:
+        cached: tuple[int, int] | None = None,
+    ) -> AppendedAndLeased | MailboxFullAt:
         """Where :attr:`lease_on_enqueue`: :meth:`append_message` in ONE autocommit
         statement that also takes the actor's lease for ``owner_id`` under ``token`` when it
         is free (decided under the instance row lock the append takes), waiting at most
-        ``lock_wait`` seconds for that lock (``None``: no bound). Returns ``(message id,
-        instance id, sequence, the lease's generation or None when it was not free)``."""
+        ``lock_wait`` seconds for that lock (``None``: no bound), and claims the message
+        when it is the actor's next turn. ``cached``: ``(instance id, state revision)``
+        this process keeps warm (its state is then not sent)."""
         raise NotImplementedError
 
     def append_messages(self, cursor: Any, messages: list[NewMessage], cap: int) -> Appended:
@@ -432,6 +435,11 @@ class Dialect:
 
     def stale_claim(self, cursor: Any, instance_id: int) -> tuple[int, int, int] | None:
         """The claimed row a previous activation left: ``(message_id, attempts, max)``."""
+        raise NotImplementedError
+
+    def own_claim(self, cursor: Any, instance_id: int, token: str) -> MessageRow | None:
+        """The message claimed under ``token`` (by a statement of this activation whose
+        reply was lost), if any."""
         raise NotImplementedError
 
     def unclaim_to_ready(

@@ -19,7 +19,8 @@ from typing import Any
 
 from ..payloads import compact
 from .dialect import Dialect
-from .rows import Appended, MailboxFullAt, NewMessage
+from .leases import state_unless_cached
+from .rows import Appended, AppendedAndLeased, LeaseRow, MailboxFullAt, MessageRow, NewMessage
 from .sql import each, in_list, milliseconds, render
 
 logger = logging.getLogger("solid_objects")
@@ -470,9 +471,20 @@ LEASE_IF_FREE_POSTGRESQL = (
 #: statement's own transaction by the row source of the insert, which the executor reads
 #: before it inserts the row or waits for the conflicting one. Workers are woken only when
 #: the caller did not take the lease.
+#:
+#: When the caller took the lease and its message is the actor's next turn, the statement
+#: also claims it (``direct``): the message is inserted with its attempt counted and a
+#: claimed row instead of a ready one, as the first claim would (one round trip and one
+#: commit fewer). "Next" is decided on the locked row, never on the statement's snapshot:
+#: the new sequence follows the state revision (the sequence of the last turn that changed
+#: the state), so every earlier message is final; an enqueue committed while this one
+#: waited for the row lock has a lower sequence and makes the test fail, as does any
+#: earlier message still pending, a claim left by a dead activation, a query or a turn
+#: that changed nothing since the last state change (then the claim is its own statement,
+#: ``take_up``). ``{state}``: the state, unless the caller's cached revision is current.
 APPEND_AND_LEASE_ONE_POSTGRESQL = (
     "WITH w AS MATERIALIZED (SELECT set_config('lock_timeout', %(wait)s, true) AS w), "
-    "i AS (INSERT INTO {t_instances} AS i (actor_type, actor_id, state, state_version, "
+    "u AS (INSERT INTO {t_instances} AS i (actor_type, actor_id, state, state_version, "
     "next_message_sequence, activation_generation, state_revision, created_at, updated_at, "
     "activation_owner_id, activation_token, activation_expires_at, activated_at, "
     "last_claimed_at) "
@@ -485,9 +497,26 @@ APPEND_AND_LEASE_ONE_POSTGRESQL = (
     + WITHIN_CAP_POSTGRESQL
     + " "
     "RETURNING i.id, i.next_message_sequence - 1 AS sequence, "
-    "CASE WHEN i.activation_token = %(token)s THEN i.activation_generation END AS leased), "
-    + ONE_MESSAGE_CTES_POSTGRESQL
-    + " SELECT m.id, m.instance_id, m.sequence, i.leased{notify} FROM m, i"
+    "CASE WHEN i.activation_token = %(token)s THEN i.activation_generation END AS leased, "
+    "i.state_revision, i.state_version, {state} AS state), "
+    "i AS (SELECT u.*, u.leased IS NOT NULL AND u.sequence = u.state_revision + 1 "
+    "AND %(available_at)s::timestamptz IS NULL AS direct FROM u), "
+    "m AS (INSERT INTO {t_messages} (instance_id, actor_type, actor_id, operation, "
+    "delivery_mode, arguments, sequence, attempt_count, max_attempts, request_id, "
+    "idempotency_key, enqueued_at, available_at, started_at, created_at, updated_at) "
+    "SELECT i.id, %(actor_type)s, %(actor_id)s, %(operation)s, %(delivery_mode)s, "
+    "%(arguments)s::jsonb, i.sequence, CASE WHEN i.direct THEN 1 ELSE 0 END, "
+    "%(max_attempts)s, %(request_id)s, %(idempotency_key)s, {now}, "
+    "COALESCE(%(available_at)s::timestamptz, {now}), CASE WHEN i.direct THEN {now} END, "
+    "{now}, {now} FROM i RETURNING id, instance_id, sequence, available_at), "
+    "r AS (INSERT INTO {t_ready} (message_id, instance_id, sequence, available_at, created_at) "
+    "SELECT m.id, m.instance_id, m.sequence, m.available_at, {now} FROM m, i "
+    "WHERE NOT i.direct), "
+    "cl AS (INSERT INTO {t_claimed} (message_id, instance_id, process_id, activation_token, "
+    "activation_generation, claimed_at) SELECT m.id, i.id, %(owner_id)s, %(token)s, "
+    "i.leased, {now} FROM m, i WHERE i.direct) "
+    "SELECT m.id, m.instance_id, m.sequence, i.leased, i.direct, i.state, i.state_version, "
+    "i.state_revision{notify} FROM m, i"
 )
 
 #: The ``NOTIFY`` of :data:`APPEND_AND_LEASE_ONE_POSTGRESQL`: only when the caller did not
@@ -726,11 +755,12 @@ def append_and_lease_postgresql(
     token: str,
     lease_seconds: float,
     notify_channel: str | None = None,
-) -> tuple[int, int, int, int | None] | MailboxFullAt:
-    """One message and, if it is free, the actor's lease, in one statement
-    (:data:`APPEND_AND_LEASE_ONE_POSTGRESQL`): ``(message id, instance id, sequence,
-    the lease's generation or None when it was not free)``. ``lock_wait``: seconds
-    (``None``: no bound)."""
+    cached: tuple[int, int] | None = None,
+) -> AppendedAndLeased | MailboxFullAt:
+    """One message and, if it is free, the actor's lease (and when the message is the
+    actor's next turn, its claim), in one statement (:data:`APPEND_AND_LEASE_ONE_POSTGRESQL`).
+    ``lock_wait``: seconds (``None``: no bound). ``cached``: ``(instance id, state
+    revision)`` this process keeps warm for the actor, so a current state is not sent."""
     params = {
         **_one_message_params(message, cap),
         "wait": "0" if lock_wait is None else milliseconds(lock_wait),
@@ -742,11 +772,49 @@ def append_and_lease_postgresql(
     if notify_channel is not None:
         notify = NOTIFY_WORK_UNLESS_LEASED
         params["channel"] = notify_channel
-    cursor.execute(render(dialect, APPEND_AND_LEASE_ONE_POSTGRESQL, notify=notify), params)
+    state, state_params = state_unless_cached(
+        dialect,
+        "i",
+        None if cached is None else {cached[0]: cached[1]},
+        [] if cached is None else [cached[0]],
+    )
+    params.update(state_params)
+    cursor.execute(
+        render(dialect, APPEND_AND_LEASE_ONE_POSTGRESQL, notify=notify, state=state), params
+    )
     row = cursor.fetchone()
     if row is None:
         return MailboxFullAt(message.actor_type, message.actor_id)
-    return int(row[0]), int(row[1]), int(row[2]), None if row[3] is None else int(row[3])
+    message_id, instance_id, sequence = int(row[0]), int(row[1]), int(row[2])
+    generation = None if row[3] is None else int(row[3])
+    claimed = None
+    if row[4]:
+        assert generation is not None  # a direct claim is made under the lease just taken
+        lease = LeaseRow(
+            instance_id=instance_id,
+            actor_type=message.actor_type,
+            actor_id=message.actor_id,
+            state=row[5],
+            state_version=int(row[6]),
+            state_revision=int(row[7]),
+            generation=generation,
+            token=token,
+            owner_id=owner_id,
+            has_stale_claim=False,
+        )
+        first = MessageRow(
+            id=message_id,
+            sequence=sequence,
+            operation=message.operation,
+            arguments=message.arguments,
+            delivery_mode=message.delivery_mode,
+            attempt_count=1,
+            max_attempts=message.max_attempts,
+            request_id=message.request_id,
+            idempotency_key=message.idempotency_key,
+        )
+        claimed = (lease, first)
+    return AppendedAndLeased(message_id, instance_id, sequence, generation, claimed)
 
 
 def _messages_json(messages: list[NewMessage], backs: list[int]) -> str:

@@ -14,7 +14,7 @@ from . import fence as fenced_commit
 from .common import CommonDialect
 from .dialect import Later
 from .notify import CHANNEL, notify_enabled
-from .rows import Appended, MailboxFullAt, NewMessage
+from .rows import Appended, AppendedAndLeased, MailboxFullAt, NewMessage
 from .sql import milliseconds
 
 #: Seconds since 1970 of the timestamp ``{column}``.
@@ -79,7 +79,8 @@ class PostgreSQLDialect(CommonDialect):
         owner_id: str,
         token: str,
         lease_seconds: float,
-    ) -> tuple[int, int, int, int | None] | MailboxFullAt:
+        cached: tuple[int, int] | None = None,
+    ) -> AppendedAndLeased | MailboxFullAt:
         return mailbox.append_and_lease_postgresql(
             self,
             cursor,
@@ -90,6 +91,7 @@ class PostgreSQLDialect(CommonDialect):
             token=token,
             lease_seconds=lease_seconds,
             notify_channel=CHANNEL if self.notify else None,
+            cached=cached,
         )
 
     # The variant of each step PostgreSQL runs where it is not the common one.

@@ -147,3 +147,17 @@ class MailboxFullAt:
 #: ``(message_id, instance_id, sequence)`` of each message appended, in order, or the actor
 #: whose mailbox is full.
 Appended = list[tuple[int, int, int]] | MailboxFullAt
+
+
+@dataclass(frozen=True, slots=True)
+class AppendedAndLeased:
+    """A sync caller's message appended with the lease taken when it was free
+    (``Dialect.append_and_lease``): ``generation`` is ``None`` when it was not free;
+    ``claimed``, the lease and the message claimed as the actor's next turn by the same
+    statement, when it was."""
+
+    message_id: int
+    instance_id: int
+    sequence: int
+    generation: int | None
+    claimed: tuple[LeaseRow, MessageRow] | None = None

@@ -29,9 +29,10 @@ BOUNDS = {
     # FIGURES.md targets are 4 / 6 / 12; one autocommit statement per fenced commit
     # (which also claims the next turn) brought PostgreSQL to 4 / 1.1 / 0.2 / 8, and one
     # autocommit statement per enqueue (instance, message, ready row) to 1 / 1.1 / 0.2 / 7;
-    # a sync caller's enqueue that also takes the lease (its lock wait bounded inside it),
-    # then the first claim and the fenced commit: 3 per sync call.
-    "postgresql": (1, 1.5, 0.5, 3),
+    # a sync caller's enqueue that also takes the lease (its lock wait bounded inside it)
+    # and, the message being the actor's next turn, claims it; then the fenced commit: 2
+    # per sync call (3 when the claim is its own statement).
+    "postgresql": (1, 1.5, 0.5, 2),
     # MariaDB: the history row takes its sequence from the bumped instance row and returns
     # it (INSERT ... SELECT ... RETURNING), so an enqueue reads nothing back.
     # The claim reads the head together with its message (one statement fewer per claim);
