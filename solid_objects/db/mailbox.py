@@ -772,12 +772,8 @@ def append_and_lease_postgresql(
     if notify_channel is not None:
         notify = NOTIFY_WORK_UNLESS_LEASED
         params["channel"] = notify_channel
-    state, state_params = state_unless_cached(
-        dialect,
-        "i",
-        None if cached is None else {cached[0]: cached[1]},
-        [] if cached is None else [cached[0]],
-    )
+    warm = dict([cached]) if cached is not None else {}
+    state, state_params = state_unless_cached(dialect, "i", warm, list(warm))
     params.update(state_params)
     cursor.execute(
         render(dialect, APPEND_AND_LEASE_ONE_POSTGRESQL, notify=notify, state=state), params

@@ -96,22 +96,24 @@ def orjson_in_use() -> None:
     assert payloads._fast_dumps is orjson.dumps
 
 
+def assert_same_text(value: Any) -> None:
+    fast, standard = both(value)
+    assert isinstance(standard, str)
+    assert fast == standard
+
+
 @examples(400)
 @given(good_json)
 def test_the_same_text_for_every_valid_value(value):
     seen("test_the_same_text_for_every_valid_value", value)
-    fast, standard = both(value)
-    assert isinstance(standard, str)
-    assert fast == standard
+    assert_same_text(value)
 
 
 @examples(400)
 @given(tricky_json)
 def test_the_same_text_where_orjson_alone_would_differ(value):
     seen("test_the_same_text_where_orjson_alone_would_differ", value)
-    fast, standard = both(value)
-    assert isinstance(standard, str)
-    assert fast == standard
+    assert_same_text(value)
 
 
 @examples(300)
