@@ -20,7 +20,14 @@ from typing import Any
 from ..payloads import compact
 from .dialect import Dialect
 from .leases import state_unless_cached
-from .rows import Appended, AppendedAndLeased, LeaseRow, MailboxFullAt, MessageRow, NewMessage
+from .rows import (
+    Appended,
+    AppendedAndLeased,
+    MailboxFullAt,
+    MessageRow,
+    NewMessage,
+    lease_from_row,
+)
 from .sql import each, in_list, milliseconds, render
 
 logger = logging.getLogger("solid_objects")
@@ -786,17 +793,10 @@ def append_and_lease_postgresql(
     claimed = None
     if row[4]:
         assert generation is not None  # a direct claim is made under the lease just taken
-        lease = LeaseRow(
-            instance_id=instance_id,
-            actor_type=message.actor_type,
-            actor_id=message.actor_id,
-            state=row[5],
-            state_version=int(row[6]),
-            state_revision=int(row[7]),
-            generation=generation,
-            token=token,
-            owner_id=owner_id,
-            has_stale_claim=False,
+        lease = lease_from_row(
+            (instance_id, message.actor_type, message.actor_id, *row[5:8], generation, False),
+            owner_id,
+            token,
         )
         first = MessageRow(
             id=message_id,
