@@ -9,15 +9,20 @@ activation) keeps the claim as its own statement, so strict order and attempt co
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 
 import pytest
+from django.db import connection, transaction
 from django.utils import timezone
 
 from solid_objects import SyncTimeout
 from solid_objects.models import Message
 from tests.support.statements import capturing_statements
+from tests.support.waiting import PATIENCE, wait_until
 from tests.testapp.actors.core import Counter
+
+from .helpers import start_thread
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.db_vendor("postgresql")]
 
@@ -80,3 +85,37 @@ def test_a_free_actor_with_a_delayed_message_pending_is_not_claimed_past_it():
     with pytest.raises(SyncTimeout):  # the call waits behind the delayed turn
         ref.sync(timeout=0.5).record_sequence()
     assert attempts("claim-delayed")[1:] == [(2, 0), (3, 0)]
+
+
+def test_an_enqueue_committed_while_the_callers_waited_for_the_row_is_run_first():
+    """The race the state-revision test exists for: an async enqueue holds the instance row
+    (its transaction still open) when the sync caller's enqueue starts, so the caller's
+    statement snapshot predates that message. The caller waits for the row lock, gets the
+    next sequence and the free lease; deciding on its snapshot it would claim its own message
+    ahead of the earlier one. Decided on the locked row, it claims the head instead."""
+    ref = Counter.ref("claim-race")
+    ref.add(0)
+    committed = threading.Event()
+    holding = threading.Event()
+
+    def hold_the_row() -> None:
+        with transaction.atomic():
+            ref.enqueue().record_sequence()  # sequence 2, the instance row locked
+            holding.set()
+            committed.wait(PATIENCE)
+
+    holder = start_thread(hold_the_row, "row-holder")
+    assert holding.wait(PATIENCE)
+    caller = start_thread(ref.record_sequence, "sync-caller")
+
+    def caller_waits_for_the_row() -> bool:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT COUNT(*) FROM pg_locks WHERE NOT granted")
+            return bool(cursor.fetchone()[0])
+
+    wait_until(caller_waits_for_the_row, what="the caller's enqueue waiting on the row lock")
+    committed.set()
+    holder.outcome()
+    assert caller.outcome() == 3
+    assert ref.snapshot().seen == [2, 3]
+    assert attempts("claim-race") == [(1, 1), (2, 1), (3, 1)]
