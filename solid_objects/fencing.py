@@ -35,6 +35,7 @@ from .db.dialect import Dialect
 from .db.notify import notify_enabled
 from .db.notify import send as send_hint
 from .db.rows import BatchedTurn, Completion, LeaseRow, MessageRow
+from .db.transactions import short_transaction
 from .errors import LostActivation, is_retryable
 from .lease import claim_runnable
 from .registry import effect_max_attempts, get_commit_action
@@ -181,7 +182,7 @@ def commit_batch(
     # PostgreSQL: one autocommit statement; elsewhere one transaction.
     single = dialect.single_statement_commit and not connection.in_atomic_block
     with (
-        nullcontext() if single else transaction.atomic(using=alias),
+        nullcontext() if single else short_transaction(alias),
         connection.cursor() as cursor,
     ):
         fenced = dialect.commit_batch(cursor, turns, owner_id=lease.owner_id, token=lease.token)
@@ -226,7 +227,7 @@ def _commit_in_transaction(
     lease = activation.lease
     first = outcomes[0]
     connection = connections[activation.alias]
-    with transaction.atomic(using=activation.alias), connection.cursor() as cursor:
+    with short_transaction(activation.alias), connection.cursor() as cursor:
         fenced = dialect.fence(
             cursor,
             lease,
@@ -275,7 +276,7 @@ def _commit_and_claim_next(
     lease = activation.lease
     settings = get_settings()
     connection = connections[activation.alias]
-    with transaction.atomic(using=activation.alias), connection.cursor() as cursor:
+    with short_transaction(activation.alias), connection.cursor() as cursor:
         fenced, head, ahead = dialect.commit_and_claim_next(
             cursor,
             lease,

@@ -24,6 +24,7 @@ from .activation import Activation, ActivationCache, Claim, activate
 from .conf import get_settings
 from .db.dialect import Dialect
 from .db.rows import LeaseRow, MessageRow
+from .db.transactions import short_transaction
 from .db.vendors import dialect_for
 from .errors import StateMigrationError, UnknownActorType
 from .pause_points import pause_point
@@ -42,7 +43,7 @@ def acquire(
     dialect = dialect_for(connection)
     if dialect.single_statement_commit and not connection.in_atomic_block:
         return _acquire_in_one_statement(alias, dialect, owner_id, instance_ids, cache)
-    with transaction.atomic(using=alias), connection.cursor() as cursor:
+    with short_transaction(alias), connection.cursor() as cursor:
         claim = lease_and_claim(cursor, alias, owner_id, instance_ids, cache)
     return None if claim is None else activate(alias, claim, cache)
 
@@ -200,7 +201,7 @@ def acquire_batch(
     # PostgreSQL: one autocommit statement; elsewhere one transaction.
     single = dialect.single_statement_commit and not connection.in_atomic_block
     with (
-        nullcontext() if single else transaction.atomic(using=alias),
+        nullcontext() if single else short_transaction(alias),
         connection.cursor() as cursor,
     ):
         taken = dialect.claim_batch(cursor, instance_ids, **options)

@@ -31,6 +31,7 @@ from . import payloads, signals
 from .conf import get_settings
 from .db.dialect import Dialect
 from .db.rows import Appended, LeaseRow, MailboxFullAt, MessageRow, NewMessage
+from .db.transactions import short_transaction
 from .db.vendors import dialect_for
 from .errors import (
     ActorCallCycle,
@@ -384,7 +385,7 @@ def _write(
         with connection.cursor() as cursor:
             return write(cursor, before_commit=None if request_id else committing)
     with (
-        transaction.atomic(using=connection.alias, savepoint=savepoint),
+        short_transaction(connection.alias, savepoint=savepoint),
         connection.cursor() as cursor,
     ):
         token = None
@@ -576,7 +577,7 @@ def enqueue_many(
     outer = connection.in_atomic_block
     for attempt in range(5):
         try:
-            with transaction.atomic(using=alias, savepoint=outer), connection.cursor() as cursor:
+            with short_transaction(alias, savepoint=outer), connection.cursor() as cursor:
                 written = _append_batch(cursor, dialect, items, encoded, settings, alias)
                 if then is not None:
                     then(None, written[-1])

@@ -17,13 +17,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from django.db import InterfaceError, OperationalError, connections, transaction
+from django.db import InterfaceError, OperationalError, connections
 
 from . import payloads, signals
 from .activation import Activation, ActivationCache, observe, shelve
 from .conf import get_settings
 from .db.dialect import Dialect
 from .db.rows import MessageRow
+from .db.transactions import short_transaction
 from .db.vendors import dialect_for
 from .errors import LostActivation
 from .fencing import after_commit, commit_group, failed_in_commit
@@ -113,7 +114,7 @@ def _claim_first(activation: Activation, dialect: Dialect) -> MessageRow | None:
     """A pass that starts without a claimed turn claims one (or releases the lease)."""
     lease = activation.lease
     connection = connections[activation.alias]
-    with transaction.atomic(using=activation.alias), connection.cursor() as cursor:
+    with short_transaction(activation.alias), connection.cursor() as cursor:
         # A claim outside the fenced commit: under the row lock, and only while the lease
         # is ours (cleanup may have given it back meanwhile).
         if not dialect.hold_lease(cursor, lease):

@@ -6,7 +6,8 @@ A :class:`Dialect` holds
 - **flags**: what the database can do (``single_statement_commit``, ``listen_notify``,
   ``update_from_returning``, ``write_lock_first``, ``lock_wait_before_begin``,
   ``append_in_one_statement``, ``lease_on_enqueue``, ``claim_moves_in_place``,
-  ``insert_returning``) and its limits (``json_max_depth``, ``append_batch``);
+  ``insert_returning``, ``commit_by_autocommit``) and its limits (``json_max_depth``,
+  ``append_batch``);
 - **fragments** the named statements are written with, filled in by
   :func:`solid_objects.db.sql.render`: the quoted tables (``{t_instances}``...), the
   database clock ``{now}``, the locking suffixes ``{for_update}`` and ``{skip_locked}``, the
@@ -110,6 +111,10 @@ class Dialect:
     insert_returning = False
     #: The most messages :meth:`append_messages` takes at once (its parameters must fit).
     append_batch = 500
+    #: Turning autocommit back on commits the open transaction (MySQL/MariaDB), so the
+    #: library's own short transactions end with that one round trip instead of Django's
+    #: COMMIT followed by it (``db/transactions.py``).
+    commit_by_autocommit = False
 
     # -- fragments -----------------------------------------------------------------------------
     #: The database clock.

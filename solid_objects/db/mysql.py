@@ -4,6 +4,7 @@ lock (see ``mailbox.allocate_sequence_mysql``)."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from . import leases, mailbox
@@ -14,11 +15,17 @@ from .dialect import Later
 #: session time zone).
 EPOCH = "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {column}) / 1000000.0)"
 
-#: This session's bound on InnoDB row-lock waits (seconds).
-LOCK_WAIT_TIMEOUT = "SELECT @@SESSION.innodb_lock_wait_timeout"
+#: Bound this session's InnoDB row-lock waits (``wait``: whole seconds), the bound it had
+#: kept in the session variable ``{keep}`` (the assignments run left to right).
+BOUND_LOCK_WAIT = (
+    "SET {keep} = @@SESSION.innodb_lock_wait_timeout, SESSION innodb_lock_wait_timeout = %(wait)s"
+)
 
-#: Set it (``wait``: whole seconds).
-SET_LOCK_WAIT_TIMEOUT = "SET SESSION innodb_lock_wait_timeout = %(wait)s"
+#: Put the kept bound back (the server's default if this session never kept one: it is not
+#: the session that set the bound).
+UNBOUND_LOCK_WAIT = (
+    "SET SESSION innodb_lock_wait_timeout = COALESCE({keep}, @@GLOBAL.innodb_lock_wait_timeout)"
+)
 
 
 class MySQLDialect(CommonDialect):
@@ -27,6 +34,7 @@ class MySQLDialect(CommonDialect):
     now = "UTC_TIMESTAMP(6)"
     later = Later("(UTC_TIMESTAMP(6) + INTERVAL %({name})s MICROSECOND)")
     now_plus_positional = "(UTC_TIMESTAMP(6) + INTERVAL %s MICROSECOND)"
+    commit_by_autocommit = True
 
     def __init__(self, connection: Any) -> None:
         super().__init__(connection)
@@ -35,20 +43,27 @@ class MySQLDialect(CommonDialect):
         self.json_max_depth = 31 if connection.mysql_is_mariadb else 99
         # MariaDB 10.5+ returns rows from INSERT; MySQL does not.
         self.insert_returning = bool(connection.mysql_is_mariadb)
+        #: Open :meth:`bound_lock_wait` bounds of the calling thread's connection (the
+        #: dialect is shared by the threads of one alias; each has its own session).
+        self._bounds = threading.local()
 
     def epoch(self, column: str) -> str:
         return EPOCH.format(column=column)
 
     def bound_lock_wait(self, cursor: Any, seconds: float) -> Any:
-        """Bound InnoDB row-lock waits (whole seconds, at least 1) for this session."""
-        cursor.execute(LOCK_WAIT_TIMEOUT, [])
-        previous = cursor.fetchone()[0]
-        cursor.execute(SET_LOCK_WAIT_TIMEOUT, {"wait": max(1, int(seconds + 0.999))})
-        return previous
+        """Bound InnoDB row-lock waits (whole seconds, at least 1) for this session, in one
+        statement that keeps the previous bound in a session variable (one per nesting
+        level, so bounds nest)."""
+        depth = getattr(self._bounds, "depth", 0)
+        keep = f"@solid_lock_wait_{depth}"
+        cursor.execute(BOUND_LOCK_WAIT.format(keep=keep), {"wait": max(1, int(seconds + 0.999))})
+        self._bounds.depth = depth + 1
+        return keep
 
     def unbound(self, cursor: Any, token: Any) -> None:
         if token is not None:
-            cursor.execute(SET_LOCK_WAIT_TIMEOUT, {"wait": int(token)})
+            self._bounds.depth -= 1
+            cursor.execute(UNBOUND_LOCK_WAIT.format(keep=token), [])
 
     allocate_sequence = mailbox.allocate_sequence_mysql
     allocate_sequences = mailbox.allocate_sequences_mysql
