@@ -20,8 +20,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from django.db import Error, connections, transaction
+from django.db.backends.base import base as backend_base
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.backends.utils import debug_transaction
 
 from .vendors import dialect_for
 
@@ -53,7 +53,9 @@ def short_transaction(alias: str, *, savepoint: bool = True) -> Iterator[None]:
         _roll_back(connection)
         return
     try:
-        with debug_transaction(connection, "COMMIT"):
+        # Looked up where Django's own transaction control finds it, so whatever wraps
+        # Django's logging of BEGIN and COMMIT sees this COMMIT too.
+        with backend_base.debug_transaction(connection, "COMMIT"):  # type: ignore[attr-defined]
             connection.set_autocommit(True)  # commits the open transaction
     except Error:
         # The commit may or may not have happened; the session is not trusted again.

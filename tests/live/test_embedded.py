@@ -47,25 +47,8 @@ def test_the_web_process_delivers_to_its_own_sockets(policy, in_memory) -> None:
     board = Board.ref(f"board-of-{user.pk}")
     given = tokens.issue(tokens.Subject("tests.board", board.actor_id, "size"), f"u:{user.pk}")
     application = EmbeddedBroadcasts(URLRouter(websocket_urlpatterns))
-
-    async def test() -> None:
-        ws = WebsocketCommunicator(application, "/ws/solid-objects/")
-        ws.scope["user"] = user
-        assert (await ws.connect())[0]
-        assert application.delivery is not None  # started by the first connection
-        await ws.send_json_to({"action": "subscribe", "ref": 1, "token": given})
-        assert (await ws.receive_json_from(timeout=5))["type"] == "subscribed"
-        for n in range(3):
-            await sync_to_async(board.add)(f"item-{n}")
-        seen = [(await ws.receive_json_from(timeout=30))["value"] for _ in range(3)]
-        assert seen == [1, 2, 3]  # in commit order
-        await ws.disconnect()
-        await sync_to_async(application.stop)()
-
-    try:
-        async_to_sync(test)()
-    finally:
-        application.stop()
+    # Started by the first connection; the changes arrive in commit order.
+    _see_changes(application, user, board, given, 3)
     assert set(Broadcast.objects.values_list("status", flat=True)) == {"delivered"}
     embedded = Process.objects.filter(kind="broadcast")
     assert embedded.count() == 1 and embedded.get().stopped_at is not None
@@ -90,25 +73,7 @@ def test_enabled_true_delivers_from_the_web_process_with_a_shared_layer(policy) 
     shared["default"]["CONFIG"]["prefix"] = f"solid-test-{uuid.uuid4().hex[:12]}"
     with override_settings(CHANNEL_LAYERS=shared):
         application = EmbeddedBroadcasts(URLRouter(websocket_urlpatterns), enabled=True)
-
-        async def test() -> None:
-            ws = WebsocketCommunicator(application, "/ws/solid-objects/")
-            ws.scope["user"] = user
-            assert (await ws.connect())[0]
-            assert application.delivery is not None  # started although the layer is shared
-            await ws.send_json_to({"action": "subscribe", "ref": 1, "token": given})
-            assert (await ws.receive_json_from(timeout=5))["type"] == "subscribed"
-            for n in range(2):
-                await sync_to_async(board.add)(f"item-{n}")
-            seen = [(await ws.receive_json_from(timeout=30))["value"] for _ in range(2)]
-            assert seen == [1, 2]
-            await ws.disconnect()
-            await sync_to_async(application.stop)()
-
-        try:
-            async_to_sync(test)()
-        finally:
-            application.stop()
+        _see_changes(application, user, board, given, 2)  # started although the layer is shared
     assert set(Broadcast.objects.values_list("status", flat=True)) == {"delivered"}
     embedded = Process.objects.get(kind="broadcast")
     assert embedded.stopped_at is not None
@@ -176,3 +141,30 @@ def test_with_shards_the_web_process_delivers_every_shard_s_broadcasts(
         assert set(rows.values_list("status", flat=True)) == {"delivered"}
         process = Process.objects.using(alias).get(kind="broadcast")
         assert process.stopped_at is not None
+
+
+def _see_changes(
+    application: EmbeddedBroadcasts, user: Any, board: Any, given: str, changes: int
+) -> None:
+    """Subscribe one socket with ``given``, make ``changes`` changes to ``board`` and see
+    each of them on the socket in commit order; the embedded delivery must have started
+    with the connection. Stops the application."""
+
+    async def test() -> None:
+        ws = WebsocketCommunicator(application, "/ws/solid-objects/")
+        ws.scope["user"] = user
+        assert (await ws.connect())[0]
+        assert application.delivery is not None
+        await ws.send_json_to({"action": "subscribe", "ref": 1, "token": given})
+        assert (await ws.receive_json_from(timeout=5))["type"] == "subscribed"
+        for n in range(changes):
+            await sync_to_async(board.add)(f"item-{n}")
+        seen = [(await ws.receive_json_from(timeout=30))["value"] for _ in range(changes)]
+        assert seen == list(range(1, changes + 1))
+        await ws.disconnect()
+        await sync_to_async(application.stop)()
+
+    try:
+        async_to_sync(test)()
+    finally:
+        application.stop()

@@ -69,3 +69,22 @@ def test_inside_the_callers_transaction_it_is_a_savepoint():
             InstanceFactory(actor_id="nested")
         raise RuntimeError("the caller rolls back")
     assert (_count("caller"), _count("nested")) == (0, 0)
+
+
+def test_begin_and_commit_go_through_djangos_transaction_logging(monkeypatch):
+    """Statement counters wrap ``django.db.backends.base.base.debug_transaction`` (the
+    benchmark's does): the COMMIT must be seen there like the BEGIN."""
+    from django.db.backends.base import base
+
+    seen: list[str] = []
+    original = base.debug_transaction  # type: ignore[attr-defined]
+
+    def recording(connection: object, sql: str) -> object:
+        seen.append(sql)
+        return original(connection, sql)
+
+    monkeypatch.setattr(base, "debug_transaction", recording)
+    with short_transaction(connection.alias):
+        InstanceFactory(actor_id="logged")
+    # (SQLite's BEGIN is a statement of its own, counted by the cursor wrappers.)
+    assert seen == (["COMMIT"] if connection.vendor == "sqlite" else ["BEGIN", "COMMIT"])
