@@ -6,8 +6,8 @@ A :class:`Dialect` holds
 - **flags**: what the database can do (``single_statement_commit``, ``listen_notify``,
   ``update_from_returning``, ``write_lock_first``, ``lock_wait_before_begin``,
   ``append_in_one_statement``, ``lease_on_enqueue``, ``claim_moves_in_place``,
-  ``insert_returning``, ``commit_by_autocommit``) and its limits (``json_max_depth``,
-  ``append_batch``);
+  ``claim_moves_with_results``, ``insert_returning``, ``commit_by_autocommit``) and its
+  limits (``json_max_depth``, ``append_batch``);
 - **fragments** the named statements are written with, filled in by
   :func:`solid_objects.db.sql.render`: the quoted tables (``{t_instances}``...), the
   database clock ``{now}``, the locking suffixes ``{for_update}`` and ``{skip_locked}``, the
@@ -107,6 +107,9 @@ class Dialect:
     #: and reads the next group's messages with it (:meth:`commit_and_claim_next`); a first
     #: claim reads them with its head (:meth:`claim_and_read_ahead`).
     claim_moves_in_place = False
+    #: With :attr:`claim_moves_in_place`: one multiple-table ``UPDATE`` writes the group's
+    #: results and moves the claimed row (``fence.COMPLETE_AND_MOVE_CLAIM_MYSQL``).
+    claim_moves_with_results = False
     #: ``INSERT ... VALUES (...), (...) RETURNING`` returns the generated ids.
     insert_returning = False
     #: The most messages :meth:`append_messages` takes at once (its parameters must fit).

@@ -85,19 +85,19 @@ COMPLETE = (
 
 #: A JSON column written per message (``{whens}``: :data:`JSON_WHEN` per message), the
 #: others keep ``{column}``.
-JSON_BY_MESSAGE = "CASE id {whens} ELSE {column} END"
+JSON_BY_MESSAGE = "CASE {key} {whens} ELSE {column} END"
 
 #: The value of one message (``{column}_id_N``) in :data:`JSON_BY_MESSAGE`: ``{column}_N``.
 JSON_WHEN = "WHEN %({column}_id_{n})s THEN %({column}_{n})s{json_cast}"
 
 #: The rejected messages stamped (``{ids}``: the ``rejection_id_N`` of :data:`JSON_WHEN`).
-REJECTED_AT = "CASE WHEN id IN ({ids}) THEN {now} ELSE rejected_at END"
+REJECTED_AT = "CASE WHEN {key} IN ({ids}) THEN {now} ELSE rejected_at END"
 
 #: One rejected message of :data:`REJECTED_AT`.
 REJECTION_ID = "%(rejection_id_{n})s"
 
 #: The attempts of the turns run without a claim of their own counted (``{ids}``).
-ATTEMPT_COUNTED = "CASE WHEN id IN ({ids}) THEN attempt_count + 1 ELSE attempt_count END"
+ATTEMPT_COUNTED = "CASE WHEN {key} IN ({ids}) THEN attempt_count + 1 ELSE attempt_count END"
 
 #: A finished turn's start (kept when its claim stamped it).
 STARTED_AT = "COALESCE(started_at, {now})"
@@ -106,10 +106,25 @@ STARTED_AT = "COALESCE(started_at, {now})"
 COMPLETED_AT = "{now}"
 
 #: :data:`STARTED_AT`, and the message claimed next (``next_id``) starts now.
-STARTED_AT_OR_CLAIMED = "CASE WHEN id = %(next_id)s THEN {now} ELSE COALESCE(started_at, {now}) END"
+STARTED_AT_OR_CLAIMED = (
+    "CASE WHEN {key} = %(next_id)s THEN {now} ELSE COALESCE(started_at, {now}) END"
+)
 
 #: :data:`COMPLETED_AT`, except for the message claimed next (``next_id``).
-COMPLETED_AT_OR_CLAIMED = "CASE WHEN id = %(next_id)s THEN completed_at ELSE {now} END"
+COMPLETED_AT_OR_CLAIMED = "CASE WHEN {key} = %(next_id)s THEN completed_at ELSE {now} END"
+
+#: MySQL/MariaDB: :data:`COMPLETE` and :data:`MOVE_CLAIM` in one multiple-table ``UPDATE``
+#: (the message columns are the history row's, ``{key}`` is ``m.id``); nothing is written
+#: unless the lease's claimed row is there to move.
+COMPLETE_AND_MOVE_CLAIM_MYSQL = (
+    "UPDATE {t_messages} m JOIN {t_claimed} c ON c.instance_id = %(instance_id)s "
+    "AND c.message_id = %(claimed_message_id)s AND c.activation_token = %(token)s "
+    "SET m.result = {result}, m.rejection = {rejection}, m.rejected_at = {rejected_at}, "
+    "m.attempt_count = {attempts}, m.started_at = {started_at}, "
+    "m.completed_at = {completed_at}, m.updated_at = {now}, "
+    "c.message_id = %(next_id)s, c.claimed_at = {now} "
+    "WHERE m.id IN ({ids})"
+)
 
 #: MySQL, SQLite: the lease's claimed row moved in place to the next turn.
 MOVE_CLAIM = (
@@ -483,7 +498,7 @@ def fence_postgresql(
 
 
 def _json_by_message(
-    dialect: Dialect, column: str, pairs: Sequence[tuple[int, str | None]]
+    dialect: Dialect, column: str, pairs: Sequence[tuple[int, str | None]], key: str = "id"
 ) -> tuple[str, dict[str, Any]]:
     """:data:`JSON_BY_MESSAGE` for some messages, or the column when there are none."""
     if not pairs:
@@ -493,7 +508,7 @@ def _json_by_message(
         params[f"{column}_id_{index}"] = message_id
         params[f"{column}_{index}"] = value
     whens = each(dialect, JSON_WHEN, len(pairs), " ", column=column)
-    return render(dialect, JSON_BY_MESSAGE, whens=whens, column=column), params
+    return render(dialect, JSON_BY_MESSAGE, whens=whens, column=column, key=key), params
 
 
 def complete(
@@ -505,34 +520,49 @@ def complete(
     """One ``UPDATE`` of the finished turns; the followers' ready rows deleted.
     ``next_claim``: the message claimed next (MySQL, SQLite): its attempt is counted by the
     same ``UPDATE`` and its ready row deleted with the followers'."""
+    _complete(dialect, cursor, completions, next_claim)
+
+
+def _complete(
+    dialect: Dialect,
+    cursor: Any,
+    completions: Sequence[Completion],
+    next_claim: int | None,
+    moving: dict[str, Any] | None = None,
+) -> int:
+    """:func:`complete`; with ``moving`` (MySQL/MariaDB, with ``next_claim``: the fence's
+    parameters) the same ``UPDATE`` moves the lease's claimed row to ``next_claim``
+    (:data:`COMPLETE_AND_MOVE_CLAIM_MYSQL`). Returns the ``UPDATE``'s row count (0 when
+    ``moving`` found no claimed row: nothing was written)."""
     if not completions:
-        return
+        return 0
+    key = "id" if moving is None else "m.id"
     started_at, completed_at = render(dialect, STARTED_AT), render(dialect, COMPLETED_AT)
     finished = [c.message_id for c in completions]
     ids, params = in_list("id", finished if next_claim is None else [*finished, next_claim])
     if next_claim is not None:
-        started_at = render(dialect, STARTED_AT_OR_CLAIMED)
-        completed_at = render(dialect, COMPLETED_AT_OR_CLAIMED)
+        started_at = render(dialect, STARTED_AT_OR_CLAIMED, key=key)
+        completed_at = render(dialect, COMPLETED_AT_OR_CLAIMED, key=key)
         params["next_id"] = next_claim
     result, result_params = _json_by_message(
-        dialect, "result", [(c.message_id, c.result) for c in completions if c.result]
+        dialect, "result", [(c.message_id, c.result) for c in completions if c.result], key
     )
     rejected = [(c.message_id, c.rejection) for c in completions if c.rejection]
-    rejection, rejection_params = _json_by_message(dialect, "rejection", rejected)
+    rejection, rejection_params = _json_by_message(dialect, "rejection", rejected, key)
     rejected_at = "rejected_at"
     if rejected:
         marks = each(dialect, REJECTION_ID, len(rejected))
-        rejected_at = render(dialect, REJECTED_AT, ids=marks)
+        rejected_at = render(dialect, REJECTED_AT, ids=marks, key=key)
     counted = [c.message_id for c in completions if not c.claimed]
     unready = counted + ([] if next_claim is None else [next_claim])
     unclaimed, unclaimed_params = in_list("unclaimed", unready)
     attempts = "attempt_count"
     if unclaimed_params:
-        attempts = render(dialect, ATTEMPT_COUNTED, ids=unclaimed)
+        attempts = render(dialect, ATTEMPT_COUNTED, ids=unclaimed, key=key)
     cursor.execute(
         render(
             dialect,
-            COMPLETE,
+            COMPLETE if moving is None else COMPLETE_AND_MOVE_CLAIM_MYSQL,
             result=result,
             rejection=rejection,
             rejected_at=rejected_at,
@@ -541,10 +571,12 @@ def complete(
             completed_at=completed_at,
             ids=ids,
         ),
-        {**params, **result_params, **rejection_params, **unclaimed_params},
+        {**(moving or {}), **params, **result_params, **rejection_params, **unclaimed_params},
     )
+    written = int(cursor.rowcount)
     if unclaimed_params:
         cursor.execute(render(dialect, UNREADY_FOLLOWERS, ids=unclaimed), unclaimed_params)
+    return written
 
 
 def commit_and_claim_next(
@@ -565,7 +597,8 @@ def commit_and_claim_next(
     the next head and up to ``read_ahead`` due messages after it (one read), the finished
     turns and the head's attempt (one ``UPDATE``), the ready rows of the followers and the
     head (one ``DELETE``), and the claimed row moved in place to the head (deleted when
-    nothing is due). Returns ``(fenced, the next claimed message, the due messages read
+    nothing is due); on MySQL/MariaDB the results' ``UPDATE`` moves the claimed row too
+    (four statements). Returns ``(fenced, the next claimed message, the due messages read
     after it)``; when not fenced nothing was written (the caller rolls back)."""
     params = _fence_update(
         dialect,
@@ -583,6 +616,12 @@ def commit_and_claim_next(
     # The group's followers are still in ready (deleted below, with the head's row).
     followers = [c.message_id for c in completions if not c.claimed]
     head, ahead = head_and_ahead(dialect, cursor, lease.instance_id, read_ahead, followers)
+    if head is not None and dialect.claim_moves_with_results:
+        # One UPDATE writes the results and moves the claimed row; without the claimed
+        # row it matches nothing (the join is empty) and the caller rolls back.
+        moved = _complete(dialect, cursor, completions, head.id, moving=params)
+        head.attempt_count += 1
+        return moved > 0, head, ahead
     complete(dialect, cursor, completions, next_claim=None if head is None else head.id)
     if head is None:
         cursor.execute(render(dialect, UNCLAIM_FENCED), params)

@@ -35,6 +35,7 @@ class MySQLDialect(CommonDialect):
     later = Later("(UTC_TIMESTAMP(6) + INTERVAL %({name})s MICROSECOND)")
     now_plus_positional = "(UTC_TIMESTAMP(6) + INTERVAL %s MICROSECOND)"
     commit_by_autocommit = True
+    claim_moves_with_results = True
 
     def __init__(self, connection: Any) -> None:
         super().__init__(connection)
