@@ -4,7 +4,7 @@ and workers that no longer hand them to a layer nobody listens to."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -115,10 +115,7 @@ def test_with_shards_the_web_process_delivers_every_shard_s_broadcasts(
     application = EmbeddedBroadcasts(URLRouter(websocket_urlpatterns))
 
     async def test() -> None:
-        ws = WebsocketCommunicator(application, "/ws/solid-objects/")
-        ws.scope["user"] = user
-        assert (await ws.connect())[0]
-        assert application.delivery is not None
+        ws = await _connect(application, user)
         assert isinstance(application.delivery.supervisor, SupervisorGroup)
         for ref, alias in enumerate(("default", "shard_b"), start=1):
             subject = tokens.Subject("tests.board", boards[alias], "size")
@@ -130,12 +127,8 @@ def test_with_shards_the_web_process_delivers_every_shard_s_broadcasts(
         seen = [await ws.receive_json_from(timeout=30) for _ in range(2)]
         assert sorted(message["value"] for message in seen) == [1, 1]
         await ws.disconnect()
-        await sync_to_async(application.stop)()
 
-    try:
-        async_to_sync(test)()
-    finally:
-        application.stop()
+    _run(application, test)
     for alias in ("default", "shard_b"):
         rows = Broadcast.objects.using(alias)
         assert set(rows.values_list("status", flat=True)) == {"delivered"}
@@ -151,10 +144,7 @@ def _see_changes(
     with the connection. Stops the application."""
 
     async def test() -> None:
-        ws = WebsocketCommunicator(application, "/ws/solid-objects/")
-        ws.scope["user"] = user
-        assert (await ws.connect())[0]
-        assert application.delivery is not None
+        ws = await _connect(application, user)
         await ws.send_json_to({"action": "subscribe", "ref": 1, "token": given})
         assert (await ws.receive_json_from(timeout=5))["type"] == "subscribed"
         for n in range(changes):
@@ -162,9 +152,27 @@ def _see_changes(
         seen = [(await ws.receive_json_from(timeout=30))["value"] for _ in range(changes)]
         assert seen == list(range(1, changes + 1))
         await ws.disconnect()
+
+    _run(application, test)
+
+
+async def _connect(application: EmbeddedBroadcasts, user: Any) -> WebsocketCommunicator:
+    """A socket of ``user``, connected; the embedded delivery started with it."""
+    ws = WebsocketCommunicator(application, "/ws/solid-objects/")
+    ws.scope["user"] = user
+    assert (await ws.connect())[0]
+    assert application.delivery is not None
+    return ws
+
+
+def _run(application: EmbeddedBroadcasts, test: Callable[[], Awaitable[None]]) -> None:
+    """Run ``test`` and stop the application (from the event loop, and again after)."""
+
+    async def run() -> None:
+        await test()
         await sync_to_async(application.stop)()
 
     try:
-        async_to_sync(test)()
+        async_to_sync(run)()
     finally:
         application.stop()
