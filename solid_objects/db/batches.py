@@ -33,8 +33,9 @@ from .sql import each, in_list, render
 #: claim each one's head if it is due; one row per lease, with its claimed message (none
 #: when a dead activation left a claimed row, or the head is not due).
 CLAIM_BATCH_POSTGRESQL = (
-    "WITH c AS (SELECT id FROM {t_instances} WHERE id = ANY(%(ids)s) AND " + FREE + "{apart} "
-    "ORDER BY array_position(%(ids)s::bigint[], id) LIMIT %(limit)s FOR UPDATE SKIP LOCKED), "
+    "WITH c AS (SELECT f.id FROM unnest(%(ids)s::bigint[]) WITH ORDINALITY AS u(id, position) "
+    "JOIN {t_instances} f ON f.id = u.id WHERE " + FREE + "{apart} "
+    "ORDER BY u.position LIMIT %(limit)s FOR UPDATE OF f SKIP LOCKED), "
     "i AS (UPDATE {t_instances} AS i SET " + LEASE_SETS + " FROM c WHERE i.id = c.id "
     "RETURNING i.id, i.actor_type, i.actor_id, {state} AS state, i.state_version, "
     "i.state_revision, i.activation_generation, "

@@ -19,7 +19,7 @@ from .dialect import Dialect
 from .leases import (
     FIRST_FREE_CANDIDATE_POSTGRESQL,
     LEASE_SETS,
-    candidates_postgresql,
+    SKIP_LOCKED_CANDIDATE_POSTGRESQL,
     state_unless_cached,
 )
 from .rows import LeaseRow, MessageRow, lease_from_row, message_from_row
@@ -318,20 +318,18 @@ def acquire_and_claim_postgresql(
     if not instance_ids:
         return None
     state, state_params = state_unless_cached(dialect, "i", cached, instance_ids)
-    order, params = candidates_postgresql(instance_ids)
     cursor.execute(
         render(
             dialect,
             ACQUIRE_AND_CLAIM_POSTGRESQL,
             state=state,
-            order=order,
-            lock="FOR UPDATE SKIP LOCKED",
+            lock=SKIP_LOCKED_CANDIDATE_POSTGRESQL,
         ),
         {
             "owner_id": owner_id,
             "token": token,
             "lease": dialect.interval(lease_seconds),
-            **params,
+            "ids": list(instance_ids),
             **state_params,
         },
     )

@@ -112,14 +112,23 @@ CANDIDATE_ORDER_SQLITE = " ORDER BY CASE id {whens} END"
 #: The position of one candidate (``order_id_N``) in :data:`CANDIDATE_ORDER_SQLITE`.
 CANDIDATE_POSITION_WHEN = "WHEN %(order_id_{n})s THEN %(order_position_{n})s"
 
-#: PostgreSQL: the first free candidate in the given order (not the lowest id), locked;
-#: LockRows sits above the sort, so only the row returned is locked.
+#: PostgreSQL: the first free candidate in the given order (not the lowest id), locked
+#: (``{lock}``: :data:`LOCK_CANDIDATE_POSTGRESQL` or :data:`SKIP_LOCKED_CANDIDATE_POSTGRESQL`).
+#: The candidates drive the plan: one primary-key probe each, in their order (``WITH
+#: ORDINALITY`` comes out sorted, so there is no sort), and the probes stop at the first
+#: free row LockRows gets. Written as ``id = ANY(ids)`` the planner may scan the whole table
+#: instead, evaluating the array on every row (a plan it picks while the table's statistics
+#: still describe it as empty, as after a deploy or a ``TRUNCATE``, and keeps in the
+#: connection's prepared statement).
 FIRST_FREE_CANDIDATE_POSTGRESQL = (
-    "SELECT id FROM {t_instances} WHERE id = ANY(%(ids)s) AND " + FREE + "{order} LIMIT 1 {lock}"
+    "SELECT f.id FROM unnest(%(ids)s::bigint[]) WITH ORDINALITY AS u(id, position) "
+    "JOIN {t_instances} f ON f.id = u.id WHERE " + FREE + " ORDER BY u.position LIMIT 1 {lock}"
 )
 
-#: PostgreSQL: the candidates' order, oldest work first.
-CANDIDATE_ORDER_POSTGRESQL = " ORDER BY array_position(%(ids)s::bigint[], id)"
+#: The locks of :data:`FIRST_FREE_CANDIDATE_POSTGRESQL`: wait for a locked candidate, or
+#: skip it.
+LOCK_CANDIDATE_POSTGRESQL = "FOR UPDATE OF f"
+SKIP_LOCKED_CANDIDATE_POSTGRESQL = "FOR UPDATE OF f SKIP LOCKED"
 
 #: PostgreSQL: lease the first free candidate in one statement.
 ACQUIRE_LEASE_POSTGRESQL = (
@@ -312,12 +321,6 @@ def acquire_lease_sqlite(
     return None if row is None else lease_from_row(row, owner_id, token)
 
 
-def candidates_postgresql(instance_ids: Sequence[int]) -> tuple[str, dict[str, Any]]:
-    """The ``{order}`` fragment and the ``ids`` parameter of a PostgreSQL lease."""
-    order = CANDIDATE_ORDER_POSTGRESQL if len(instance_ids) > 1 else ""
-    return order, {"ids": list(instance_ids)}
-
-
 def acquire_lease_postgresql(
     dialect: Dialect,
     cursor: Any,
@@ -333,11 +336,14 @@ def acquire_lease_postgresql(
     if not instance_ids:
         return None
     state, state_params = state_unless_cached(dialect, "i", cached, instance_ids)
-    order, params = candidates_postgresql(instance_ids)
-    lock = "FOR UPDATE" if wait else "FOR UPDATE SKIP LOCKED"
+    lock = LOCK_CANDIDATE_POSTGRESQL if wait else SKIP_LOCKED_CANDIDATE_POSTGRESQL
     cursor.execute(
-        render(dialect, ACQUIRE_LEASE_POSTGRESQL, state=state, order=order, lock=lock),
-        {**_lease_params(dialect, owner_id, token, lease_seconds), **params, **state_params},
+        render(dialect, ACQUIRE_LEASE_POSTGRESQL, state=state, lock=lock),
+        {
+            **_lease_params(dialect, owner_id, token, lease_seconds),
+            "ids": list(instance_ids),
+            **state_params,
+        },
     )
     row = cursor.fetchone()
     return None if row is None else lease_from_row(row, owner_id, token)
