@@ -38,6 +38,7 @@ from .fencing import (
     lost_before_commit,
     send_result_hint,
 )
+from .hand_back import Unstarted, watchdog
 from .lease import acquire_batch
 from .passes import Ran, finish_pass, lost, run_group
 from .pause_points import pause_point
@@ -76,10 +77,13 @@ def run_batch(
     should_stop: Callable[[], bool] | None = None,
     track: Callable[[LeaseRow], None] | None = None,
     untrack: Callable[[LeaseRow], None] | None = None,
+    held_up: Callable[[int], None] | None = None,
 ) -> int:
     """Lease up to ``limit`` of ``instance_ids``, run one turn of each and commit them;
     returns how many actors were leased (0: none was free). ``track``/``untrack`` hold the
-    leases for renewal while the batch runs.
+    leases for renewal while the batch runs. A turn that runs for longer than
+    ``MAX_COMMIT_DELAY`` gets the turns behind it handed back (:mod:`.hand_back`);
+    ``held_up`` is then told how many were.
 
     If the database fails mid-batch, the leases not yet given back are handed to
     :func:`solid_objects.db.connections.abandon` (released once it answers again) and the
@@ -91,16 +95,22 @@ def run_batch(
     for activation in activations:
         if track is not None:
             track(activation.lease)
+    unstarted = Unstarted(alias, activations[1:], untrack)
+    if len(activations) > 1:
+        watchdog.watch(unstarted)
     try:
-        _run(alias, activations, open_leases, cache, should_stop)
+        _run(alias, activations, open_leases, cache, should_stop, unstarted)
     except (DatabaseError, InterfaceError):
         for activation in open_leases.values():
             abandon(alias, activation.lease)
         raise
     finally:
+        watchdog.unwatch(unstarted)
         for activation in activations:
             if untrack is not None:
                 untrack(activation.lease)
+    if unstarted.handed_back and held_up is not None:
+        held_up(len(unstarted.handed_back))
     return len(activations)
 
 
@@ -110,12 +120,19 @@ def _run(
     open_leases: dict[int, Activation],
     cache: ActivationCache | None,
     should_stop: Callable[[], bool] | None,
+    unstarted: Unstarted,
 ) -> None:
     max_delay = get_settings().MAX_COMMIT_DELAY
     together: list[tuple[Activation, Ran]] = []
     alone: list[tuple[Activation, Ran]] = []
     started = time.monotonic()
-    for activation in activations:
+    for index, activation in enumerate(activations):
+        if index and not unstarted.start(activation):
+            # Handed back while an earlier turn ran: the lease is released already.
+            del open_leases[activation.lease.instance_id]
+            shelve(activation, cache, lost=False, processed=0)
+            continue
+        pause_point("batch.before_turn")
         first, activation.first = activation.first, None
         assert first is not None  # every activation of a batch has its claimed turn
         committed = (activation.state_json, activation.dirty, dict(activation.observed))

@@ -232,9 +232,10 @@ def check_pool_size(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage
 def _pool_warning(alias: str, size: int, needed: int) -> CheckMessage:
     return CheckWarning(
         f"The connection pool of database {alias!r} holds at most {size} connections, but "
-        f"a worker process keeps one per role thread plus its supervisor: "
-        f"run_actor_worker --all-roles needs {needed} (and one more per extra --threads), "
-        f"run_actor_worker --threads N needs N + 1. Roles waiting for a connection stall.",
+        f"a worker process keeps one per role thread plus its supervisor's and its "
+        f"hand-back watchdog's: run_actor_worker --all-roles needs {needed} (and one more "
+        f"per extra --threads), run_actor_worker --threads N needs N + 2. Roles waiting for "
+        f"a connection stall.",
         hint='Set OPTIONS["pool"] = {"max_size": ...} to at least that, or run the workers '
         "on an alias without a pool.",
         id="solid_objects.W004",

@@ -28,6 +28,11 @@ The points, in protocol order (docs/protocol.md explains each step):
 ``batch.after_claim``
     a worker leased several cold actors and claimed their first turns together (on
     PostgreSQL committed; elsewhere inside that transaction), before any of them runs.
+``batch.before_turn``
+    a turn of such a batch is about to run (the turns behind it are still claimed).
+``hand_back.given``
+    the watchdog handed back the turns a slow turn of a batch held up: they are in their
+    mailboxes again, their leases released (committed).
 ``batch.before_commit``
     the claimed turns of such a batch ran; their commit together is about to start.
 ``cleanup.before_instance``
@@ -58,6 +63,8 @@ POINTS = frozenset(
         "acquire.recovered",
         "turn.before_commit",
         "batch.after_claim",
+        "batch.before_turn",
+        "hand_back.given",
         "batch.before_commit",
         "cleanup.before_instance",
         "cleanup.before_mark_stopped",

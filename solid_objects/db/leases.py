@@ -125,9 +125,10 @@ FIRST_FREE_CANDIDATE_POSTGRESQL = (
     "JOIN {t_instances} f ON f.id = u.id WHERE " + FREE + " ORDER BY u.position LIMIT 1 {lock}"
 )
 
-#: The locks of :data:`FIRST_FREE_CANDIDATE_POSTGRESQL`: wait for a locked candidate, or
-#: skip it.
+#: The lock of :data:`FIRST_FREE_CANDIDATE_POSTGRESQL` that waits for a locked candidate.
 LOCK_CANDIDATE_POSTGRESQL = "FOR UPDATE OF f"
+
+#: The lock of :data:`FIRST_FREE_CANDIDATE_POSTGRESQL` that skips locked candidates.
 SKIP_LOCKED_CANDIDATE_POSTGRESQL = "FOR UPDATE OF f SKIP LOCKED"
 
 #: PostgreSQL: lease the first free candidate in one statement.

@@ -4,7 +4,9 @@ can give them.
 A worker process opens one Django connection per thread that touches the database: each
 role thread (``--threads`` actor threads; under ``--all-roles`` one effect, one reminder
 and one broadcast thread), the supervisor's main thread (heartbeats, lease renewal,
-dead-process cleanup) and, under ``--all-roles``, the hourly retention thread. On
+dead-process cleanup), the hand-back watchdog of the actor threads' batches (a connection
+now and then, see :mod:`solid_objects.hand_back`) and, under ``--all-roles``, the hourly
+retention thread. On
 PostgreSQL the ``LISTEN`` wake-up listener adds one dedicated connection, outside Django's
 handling and outside any pool.
 
@@ -32,7 +34,8 @@ def connections_needed(actor_threads: int = 1, all_roles: bool = False) -> int:
     """Django connections of one ``run_actor_worker`` process (the listener not counted)."""
     threads = max(actor_threads, 0) + (EXTRA_ROLE_THREADS if all_roles else 0)
     periodic = 1 if all_roles else 0
-    return threads + 1 + periodic
+    watchdog = 1 if actor_threads > 0 else 0
+    return threads + 1 + periodic + watchdog
 
 
 def pool_max_size(settings_dict: dict[str, Any]) -> int | None:

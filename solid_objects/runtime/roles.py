@@ -55,7 +55,8 @@ class RoleHost(Protocol):
 #: How many due ready rows one scan looks at for candidate actors.
 CANDIDATE_WINDOW = 64
 #: Units of work done one actor at a time after a batch that leased nothing while a single
-#: lease found a free candidate (cold actors of types that never commit with others).
+#: lease found a free candidate (cold actors of types that never commit with others), or
+#: that handed turns back behind a slow one.
 BATCH_BACKOFF = 8
 
 
@@ -237,12 +238,18 @@ class ActorRole(Role):
                 should_stop=self.supervisor.stopping.is_set,
                 track=self.supervisor.track,
                 untrack=self.supervisor.untrack,
+                held_up=self._held_up,
             )
         except (DatabaseError, InterfaceError):
             self._next_stale_scan = 0.0  # the batch's claimed turns may be stale now
             raise
         self._batched = leased > 0
         return leased
+
+    def _held_up(self, handed_back: int) -> None:
+        """A slow turn made the last batch hand turns back: these actors' turns may take
+        long, so lease one at a time for a while (other threads run the rest meanwhile)."""
+        self._skip_batches = BATCH_BACKOFF
 
     def on_stop(self) -> None:
         self.cache.clear()

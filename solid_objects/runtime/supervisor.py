@@ -212,20 +212,24 @@ class Supervisor:
             self._attention.clear()
 
     def _warn_small_pool(self) -> None:
-        """The pool must hold one connection per role thread, the supervisor's and one per
-        periodic task (docs/operations.md, "Connections")."""
+        """The pool must hold one connection per role thread, the supervisor's, one per
+        periodic task and, with actor threads, the hand-back watchdog's (docs/operations.md,
+        "Connections")."""
         size = pool_max_size(connections[self.alias].settings_dict)
-        needed = len(self._slots) + 1 + len(self.periodic)
+        watchdog = int(any(getattr(slot.factory, "name", "") == "actors" for slot in self._slots))
+        needed = len(self._slots) + 1 + len(self.periodic) + watchdog
         if size is not None and size < needed:
             logger.warning(
                 "the connection pool of %r holds %d connections but this worker keeps %d "
-                "in it (%d role threads, the supervisor, %d periodic tasks; its LISTEN "
-                'connection, if any, is outside the pool): raise OPTIONS["pool"]["max_size"]',
+                "in it (%d role threads, the supervisor, %d periodic tasks, %d hand-back "
+                "watchdog; its LISTEN connection, if any, is outside the pool): raise "
+                'OPTIONS["pool"]["max_size"]',
                 self.alias,
                 size,
                 needed,
                 len(self._slots),
                 len(self.periodic),
+                watchdog,
             )
 
     def _heartbeat(self) -> None:

@@ -27,9 +27,10 @@ class TaskActor(Actor):
 
     actor_type = TASK_ACTOR_TYPE
     instance_retention = _MessageRetention()
-    #: A task may block (I/O, waiting for another task): never batched behind other tasks
-    #: in one worker thread.
-    commit_with_other_actors = False
+    # Tasks of plain queues are batched like other cold actors: one claim and one commit for
+    # many. A task that blocks (I/O, waiting for another task) gets the tasks claimed behind
+    # it handed back after MAX_COMMIT_DELAY (solid_objects.hand_back), so other threads and
+    # workers run them meanwhile.
 
     def run(
         self,

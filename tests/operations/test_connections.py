@@ -218,14 +218,19 @@ def test_the_recorder_writes_the_sessions_only_when_they_change():
 
 
 def test_the_connection_budget_of_a_worker():
-    assert connections_needed(1) == 2  # the actor thread and the supervisor
-    assert connections_needed(2, all_roles=True) == 7  # + effects, reminders, broadcasts, retention
+    assert connections_needed(1) == 3  # the actor thread, the supervisor, the watchdog
+    assert connections_needed(0) == 1  # no actor threads: no batches, no watchdog
+    # + effects, reminders, broadcasts, retention
+    assert connections_needed(2, all_roles=True) == 8
     assert pool_max_size({"OPTIONS": {}}) is None
     assert pool_max_size({"OPTIONS": {"pool": True}}) == 4
     assert pool_max_size({"OPTIONS": {"pool": {"min_size": 2, "max_size": 12}}}) == 12
     # The supervisor's own count agrees with the documented formula.
     supervisor = build_supervisor(actor_threads=2, all_roles=True)
-    assert len(supervisor.slots()) + 1 + len(supervisor.periodic) == connections_needed(2, True)
+    watchdog = 1  # the actor threads' batches are watched
+    assert len(supervisor.slots()) + 1 + len(supervisor.periodic) + watchdog == (
+        connections_needed(2, True)
+    )
 
 
 def test_a_pool_too_small_for_a_worker_is_a_warning(monkeypatch, caplog):
@@ -234,10 +239,10 @@ def test_a_pool_too_small_for_a_worker_is_a_warning(monkeypatch, caplog):
     monkeypatch.setitem(options, "pool", {"max_size": 4})  # no connection is opened meanwhile
     (warning,) = check_pool_size()
     assert warning.id == "solid_objects.W004"
-    assert "--all-roles needs 6" in warning.msg and "N + 1" in warning.msg
+    assert "--all-roles needs 7" in warning.msg and "N + 2" in warning.msg
     supervisor = build_supervisor(actor_threads=2, all_roles=True)
     with caplog.at_level(logging.WARNING, logger="solid_objects"):
         supervisor._warn_small_pool()
-    assert "holds 4 connections but this worker keeps 7" in caplog.text
-    monkeypatch.setitem(options, "pool", {"max_size": 6})
+    assert "holds 4 connections but this worker keeps 8" in caplog.text
+    monkeypatch.setitem(options, "pool", {"max_size": 7})
     assert check_pool_size() == []

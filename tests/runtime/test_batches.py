@@ -221,3 +221,43 @@ def test_a_batch_recovers_claims_a_dead_batch_left_on_its_actors(owner, second_o
     assert [Message.objects.get(id=m.id).attempt_count for m in first] == [2] * 4
     assert [Message.objects.get(id=m.id).attempt_count for m in second] == [1] * 4
     assert not ClaimedMessage.objects.exists()
+
+
+def test_a_slow_turn_hands_back_the_turns_claimed_behind_it(owner, second_owner, solid_settings):
+    """A batch's first turn is held (as a task blocked on I/O, or waiting for a task behind
+    it): after ``MAX_COMMIT_DELAY`` the watchdog puts the turns behind it back in their
+    mailboxes, uncounted and unleased, so another worker runs them while the slow turn is
+    still running; the slow turn then commits; every message ran once, attempt 1 each."""
+    solid_settings(MAX_COMMIT_DELAY=0.05)
+    slow = Counter.ref("held-up-first").enqueue().add(1)
+    behind = [Counter.ref(f"held-up-{index}").enqueue().add(1) for index in range(3)]
+    held = worker(owner)
+    with pause_at("batch.before_turn") as turn, pause_at("hand_back.given") as given:
+        thread = start_thread(held.run_once, "held-up-batch")
+        turn.wait_reached()  # the batch leased all four and holds its first turn
+        assert Instance.objects.filter(activation_owner_id=owner).count() == 4
+        given.wait_reached()  # fails without a hand-back: the three stay leased behind it
+        given.release()
+        assert Instance.objects.filter(activation_owner_id=owner).count() == 1
+        assert drain(worker(second_owner)) >= 1
+        assert [m.status() for m in behind] == ["completed"] * 3
+        assert slow.status() != "completed"
+        turn.release()
+        assert thread.outcome() is True
+    assert slow.status() == "completed"
+    assert [Message.objects.get(id=m.id).attempt_count for m in [slow, *behind]] == [1] * 4
+    assert not ClaimedMessage.objects.exists()
+    assert not Instance.objects.filter(activation_owner_id__isnull=False).exists()
+
+
+def test_a_batch_of_fast_turns_hands_nothing_back(owner, solid_settings):
+    """Turns well within ``MAX_COMMIT_DELAY`` run in the batch that claimed them: one unit
+    of work, nothing handed back."""
+    solid_settings(MAX_COMMIT_DELAY=5.0)
+    sent = [Counter.ref(f"fast-{index}").enqueue().add(1) for index in range(6)]
+    role = worker(owner)
+    handed: list[int] = []
+    role._held_up = handed.append  # type: ignore[method-assign]
+    assert drain(role) == 1
+    assert handed == []
+    assert [m.status() for m in sent] == ["completed"] * 6
