@@ -59,6 +59,12 @@
  *                  enqueue on PostgreSQL takes it), the claim following in a second
  *                  statement that re-checks the lease under the row lock
  *   COMMIT_CHECK_ONLY  only the property "no state change commits twice" is asserted
+ *   HAND_BACK      a claimed turn not started yet may be handed back (a batch's watchdog,
+ *                  another thread of the same process, once a slow turn held it up): under
+ *                  the row lock and only while the lease is still ours, the claim goes
+ *                  back to ready uncounted and the lease is released; the thread skips the
+ *                  turn either way (at most MAXHB=n times in a run, default 1)
+ *   BLIND_HAND_BACK  the same without the check of the lease (a broken variant)
  */
 
 /* ---------------------------------------------------------------- parameters */
@@ -82,6 +88,12 @@
 #endif
 #ifndef THREADS
 #define THREADS 1
+#endif
+#ifndef MAXHB
+#define MAXHB 1
+#endif
+#ifdef BLIND_HAND_BACK
+#define HAND_BACK
 #endif
 
 #if NM > 3 || NM < 1
@@ -138,6 +150,7 @@ byte osinc[NPROC];             /* incarnation of each worker OS process (crash, 
 byte faults;                   /* crashes, pauses, graceful stops so far */
 byte admin_pauses;             /* pause/resume cycles by an operator so far */
 byte hfails;                   /* handler failures so far */
+byte handbacks;                /* turns handed back so far (HAND_BACK) */
 bit  cl_locked;                /* OLD_CLEANUP only: the cleanup holds the instance row lock */
 
 /* scratch variables of d_steps (hidden: not part of the state) */
@@ -474,6 +487,42 @@ end_idle:
     fi;
 
 turns:
+#ifdef HAND_BACK
+    if
+    :: handbacks < MAXHB ->
+        /* ---- 2'. the turn is handed back before it starts (a batch's watchdog, in one
+         * transaction of its own): under the row lock, while the lease is still ours, the
+         * claimed row goes back to ready, its attempt uncounted, and the lease is
+         * released. The batch's thread skips the turn whether or not that succeeded (a
+         * lost lease: recovery has the claim). */
+        CRASHPOINT;
+        d_step {
+            FREE_LOCK;
+            handbacks++;
+            if
+#ifndef BLIND_HAND_BACK
+            :: OUR_LEASE && claim_msg == first && claim_tok == tok ->
+#else
+            :: true ->
+#endif
+                CHECK(!ready[first]);  /* a message is both ready and claimed */
+                ready[first] = 1;
+                attempts[first]--;
+                clear_claim();
+                release();
+                printf("P%d.%d hands message %d back (uncounted), releases the lease\n",
+                       me, w, first)
+#ifndef BLIND_HAND_BACK
+            :: else ->
+                printf("P%d.%d hand-back: the lease is no longer ours, touches nothing\n",
+                       me, w)
+#endif
+            fi
+        };
+        goto top
+    :: true
+    fi;
+#endif
     /* ---- 3. run: the claimed turn, and (grouped commits) the following ready messages
      * read ahead without moving them, outside any transaction. A turn whose attempt count
      * shows that a process died during it runs alone. */

@@ -55,9 +55,11 @@ class RoleHost(Protocol):
 #: How many due ready rows one scan looks at for candidate actors.
 CANDIDATE_WINDOW = 64
 #: Units of work done one actor at a time after a batch that leased nothing while a single
-#: lease found a free candidate (cold actors of types that never commit with others), or
-#: that handed turns back behind a slow one.
+#: lease found a free candidate (cold actors of types that never commit with others).
 BATCH_BACKOFF = 8
+#: Units of work done one actor at a time after a batch handed turns back behind a slow one
+#: (each hand-back costs a few statements per turn: slow turns are best leased one by one).
+HELD_UP_BACKOFF = 64
 
 
 def stale_scan_interval() -> float:
@@ -249,7 +251,7 @@ class ActorRole(Role):
     def _held_up(self, handed_back: int) -> None:
         """A slow turn made the last batch hand turns back: these actors' turns may take
         long, so lease one at a time for a while (other threads run the rest meanwhile)."""
-        self._skip_batches = BATCH_BACKOFF
+        self._skip_batches = HELD_UP_BACKOFF
 
     def on_stop(self) -> None:
         self.cache.clear()

@@ -56,6 +56,13 @@ HOLDS = (
         defines=("NM=2", "DEFERRED_CLAIM"),
     ),
     Check(
+        "safety-hand-back",
+        "2 worker processes, 2 messages, 2 faults, a claimed turn not started yet handed "
+        "back (a batch's watchdog: back to ready uncounted, the lease released, under the "
+        "row lock while the lease holds)",
+        defines=("NM=2", "HAND_BACK"),
+    ),
+    Check(
         "liveness",
         "every message completes or is dead-lettered: 2 worker processes, 2 messages, 2 faults",
         defines=("NM=2",),
@@ -66,6 +73,13 @@ HOLDS = (
         "every message completes or is dead-lettered with leases also taken without their "
         "first claim: 2 worker processes, 2 messages, 1 fault",
         defines=("NM=2", "MAXF=1", "DEFERRED_CLAIM"),
+        liveness=True,
+    ),
+    Check(
+        "liveness-hand-back",
+        "every message completes or is dead-lettered with a turn handed back: 2 worker "
+        "processes, 2 messages, 1 fault",
+        defines=("NM=2", "MAXF=1", "HAND_BACK"),
         liveness=True,
     ),
     Check(
@@ -100,6 +114,13 @@ BROKEN = (
         "recovery that does not re-check its lease under the row lock: a message cleanup "
         "requeued is dead-lettered while ready",
         defines=("NO_RECHECK",),
+        expect_violation="assertion violated",
+    ),
+    Check(
+        "blind-hand-back",
+        "a hand-back that does not check the lease under the row lock: a message another "
+        "worker took over ends up ready and claimed",
+        defines=("NM=2", "BLIND_HAND_BACK"),
         expect_violation="assertion violated",
     ),
 )

@@ -16,7 +16,7 @@ from django.db import connection
 
 from solid_objects import pause_points
 from solid_objects.models import ClaimedMessage, DeadLetter, Effect, Instance, Message
-from solid_objects.runtime.roles import ActorRole
+from solid_objects.runtime.roles import HELD_UP_BACKOFF, ActorRole
 from solid_objects.runtime.supervisor import Supervisor
 from solid_objects.testing import pause_at
 from tests.support.statements import count_statements
@@ -244,6 +244,7 @@ def test_a_slow_turn_hands_back_the_turns_claimed_behind_it(owner, second_owner,
         assert slow.status() != "completed"
         turn.release()
         assert thread.outcome() is True
+    assert held._skip_batches == HELD_UP_BACKOFF  # slow turns: one actor at a time for a while
     assert slow.status() == "completed"
     assert [Message.objects.get(id=m.id).attempt_count for m in [slow, *behind]] == [1] * 4
     assert not ClaimedMessage.objects.exists()
