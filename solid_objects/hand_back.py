@@ -12,9 +12,10 @@ and only while the lease is still the batch's (:meth:`Dialect.hold_lease`), as a
 activation is. The batch's thread skips them; other threads and workers take them at once
 (the work doorbell rings).
 
-A hand-back that fails (the database is unreachable) leaves the leases untracked: they run
-out and the claims are recovered like any other a dead activation left, with their attempt
-counted.
+A hand-back the server rolls back to break a deadlock runs again. One that fails for good
+(the database is unreachable) gives the leases back as soon as the database answers, as an
+activation that lost its connection does; the claims left on them are then recovered like
+any other a dead activation left, with their attempt counted.
 """
 
 from __future__ import annotations
@@ -24,11 +25,12 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-from django.db import DatabaseError, InterfaceError, connections, transaction
+from django.db import DatabaseError, InterfaceError, OperationalError, connections, transaction
 
 from .activation import Activation
 from .conf import get_settings
 from .db import notify
+from .db.connections import DEADLOCK_RETRIES, abandon, is_deadlock
 from .db.rows import LeaseRow
 from .db.vendors import dialect_for
 from .pause_points import pause_point
@@ -87,31 +89,22 @@ def hand_back(unstarted: Unstarted) -> int:
         if unstarted.untrack is not None:
             unstarted.untrack(activation.lease)
     alias = unstarted.alias
-    connection = connections[alias]
-    dialect = dialect_for(connection)
-    given = []
     try:
-        with transaction.atomic(using=alias), connection.cursor() as cursor:
-            for activation in sorted(taken, key=lambda a: a.lease.instance_id):
-                first = activation.first
-                lease = activation.lease
-                if first is None or not dialect.hold_lease(cursor, lease):
-                    continue  # the lease ran out meanwhile: recovery has it
-                dialect.unclaim_to_ready(cursor, lease.instance_id, first.id)
-                dialect.uncount_attempt(cursor, first.id)
-                dialect.release(cursor, lease)
-                given.append(lease)
-            if given and notify.notify_enabled(dialect):
-                notify.send(cursor, "work")
+        given = _give_back(alias, taken)
     except (DatabaseError, InterfaceError):
+        # The leases are still the batch's: release them as soon as the database answers
+        # (the next unit of work of any thread of this process does); the claims left on
+        # them are then stale, and the scan that follows puts them back, attempt counted.
+        for activation in taken:
+            abandon(alias, activation.lease)
+        notify_local("work")
         logger.warning(
-            "handing back %d turns failed; their leases run out and recovery puts them back",
+            "handing back %d turns failed; their leases are released once the database "
+            "answers and recovery puts the turns back",
             len(taken),
             exc_info=True,
         )
         return 0
-    finally:
-        connection.close()  # the watchdog's connection is only needed now and then
     pause_point("hand_back.given")
     for lease in given:
         progress.ended(alias, lease.instance_id, lease.generation)
@@ -121,6 +114,38 @@ def hand_back(unstarted: Unstarted) -> int:
     publish_work()
     logger.info("handed back %d turns held up behind a slow turn", len(given))
     return len(given)
+
+
+def _give_back(alias: str, taken: list[Activation]) -> list[LeaseRow]:
+    """The hand-back's transaction, run again when the server broke a deadlock by rolling
+    it back (on MariaDB the batch's own commit, on other rows, may hold gap locks it
+    needs); returns the leases given back."""
+    connection = connections[alias]
+    dialect = dialect_for(connection)
+    try:
+        for attempt in range(DEADLOCK_RETRIES + 1):
+            given = []
+            try:
+                with transaction.atomic(using=alias), connection.cursor() as cursor:
+                    for activation in sorted(taken, key=lambda a: a.lease.instance_id):
+                        first = activation.first
+                        lease = activation.lease
+                        if first is None or not dialect.hold_lease(cursor, lease):
+                            continue  # the lease ran out meanwhile: recovery has it
+                        dialect.unclaim_to_ready(cursor, lease.instance_id, first.id)
+                        dialect.uncount_attempt(cursor, first.id)
+                        dialect.release(cursor, lease)
+                        given.append(lease)
+                    if given and notify.notify_enabled(dialect):
+                        notify.send(cursor, "work")
+                return given
+            except OperationalError as exc:
+                if not is_deadlock(exc) or attempt == DEADLOCK_RETRIES:
+                    raise
+                time.sleep(0.005 * (attempt + 1))
+        raise AssertionError("not reached")
+    finally:
+        connection.close()  # the watchdog's connection is only needed now and then
 
 
 class Watchdog:

@@ -262,3 +262,44 @@ def test_a_batch_of_fast_turns_hands_nothing_back(owner, solid_settings):
     assert drain(role) == 1
     assert handed == []
     assert [m.status() for m in sent] == ["completed"] * 6
+
+
+def test_a_hand_back_that_fails_releases_the_leases_once_the_database_answers(
+    owner, second_owner, solid_settings, monkeypatch
+):
+    """The hand-back's transaction fails for good (the server is gone for that moment):
+    the leases are abandoned, the next unit of work of this process releases them, and the
+    claims left on them are recovered (attempt counted) and run while the slow turn still
+    holds its own; nothing waits for the leases to run out."""
+    import threading
+
+    from django.db import OperationalError
+
+    from solid_objects import hand_back
+
+    solid_settings(MAX_COMMIT_DELAY=0.05)
+    failed = threading.Event()
+
+    def unreachable(alias: str, taken: list) -> list:
+        failed.set()
+        raise OperationalError("the server closed the connection unexpectedly")
+
+    monkeypatch.setattr(hand_back, "_give_back", unreachable)
+    slow = Counter.ref("unreachable-first").enqueue().add(1)
+    behind = [Counter.ref(f"unreachable-{index}").enqueue().add(1) for index in range(3)]
+    with pause_at("batch.before_turn") as turn:
+        thread = start_thread(worker(owner).run_once, "held-up-batch")
+        turn.wait_reached()
+        assert failed.wait(30), "the watchdog never tried to hand the turns back"
+        later = worker(second_owner)
+        for _ in range(10):  # releases the abandoned leases, recovers and runs the three
+            later._next_stale_scan = 0.0  # (the stale-claim scan's interval passes)
+            if not later.run_once():
+                break
+        assert [m.status() for m in behind] == ["completed"] * 3
+        assert slow.status() != "completed"
+        turn.release()
+        assert thread.outcome() is True
+    assert slow.status() == "completed"
+    assert [Message.objects.get(id=m.id).attempt_count for m in behind] == [2] * 3
+    assert not ClaimedMessage.objects.exists()
