@@ -70,5 +70,10 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "loggers": {"solid_objects": {"handlers": ["console"], "level": os.environ.get("BENCH_LOG_LEVEL", "ERROR")}},
+    "loggers": {
+        "solid_objects": {
+            "handlers": ["console"],
+            "level": os.environ.get("BENCH_LOG_LEVEL", "ERROR"),
+        }
+    },
 }
