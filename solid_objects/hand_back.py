@@ -12,7 +12,8 @@ and only while the lease is still the batch's (:meth:`Dialect.hold_lease`), as a
 activation is. The batch's thread skips them; other threads and workers take them at once
 (the work doorbell rings).
 
-A hand-back the server rolls back to break a deadlock runs again. One that fails for good
+A hand-back the server rolls back to break a deadlock, or whose connection was lost, runs
+again (:func:`~solid_objects.db.connections.recovering`). One that fails for good
 (the database is unreachable) gives the leases back as soon as the database answers, as an
 activation that lost its connection does; the claims left on them are then recovered like
 any other a dead activation left, with their attempt counted.
@@ -25,12 +26,12 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-from django.db import DatabaseError, InterfaceError, OperationalError, connections, transaction
+from django.db import DatabaseError, InterfaceError, connections, transaction
 
 from .activation import Activation
 from .conf import get_settings
 from .db import notify
-from .db.connections import DEADLOCK_RETRIES, abandon, is_deadlock
+from .db.connections import abandon, close_quietly, recovering
 from .db.rows import LeaseRow
 from .db.vendors import dialect_for
 from .pause_points import pause_point
@@ -117,35 +118,35 @@ def hand_back(unstarted: Unstarted) -> int:
 
 
 def _give_back(alias: str, taken: list[Activation]) -> list[LeaseRow]:
-    """The hand-back's transaction, run again when the server broke a deadlock by rolling
-    it back (on MariaDB the batch's own commit, on other rows, may hold gap locks it
-    needs); returns the leases given back."""
+    """The hand-back's transaction, through :func:`~.db.connections.recovering`: run again
+    when the server broke a deadlock by rolling it back (on MariaDB the batch's own commit,
+    on other rows, may hold gap locks it needs) or the connection was lost (safe: a lease
+    already given back no longer holds); returns the leases given back."""
+    try:
+        return recovering(
+            alias, "hand-back", lambda attempt: _give_back_once(alias, taken), idempotent=True
+        )
+    finally:
+        close_quietly(alias)  # the watchdog's connection is only needed now and then
+
+
+def _give_back_once(alias: str, taken: list[Activation]) -> list[LeaseRow]:
     connection = connections[alias]
     dialect = dialect_for(connection)
-    try:
-        for attempt in range(DEADLOCK_RETRIES + 1):
-            given = []
-            try:
-                with transaction.atomic(using=alias), connection.cursor() as cursor:
-                    for activation in sorted(taken, key=lambda a: a.lease.instance_id):
-                        first = activation.first
-                        lease = activation.lease
-                        if first is None or not dialect.hold_lease(cursor, lease):
-                            continue  # the lease ran out meanwhile: recovery has it
-                        dialect.unclaim_to_ready(cursor, lease.instance_id, first.id)
-                        dialect.uncount_attempt(cursor, first.id)
-                        dialect.release(cursor, lease)
-                        given.append(lease)
-                    if given and notify.notify_enabled(dialect):
-                        notify.send(cursor, "work")
-                return given
-            except OperationalError as exc:
-                if not is_deadlock(exc) or attempt == DEADLOCK_RETRIES:
-                    raise
-                time.sleep(0.005 * (attempt + 1))
-        raise AssertionError("not reached")
-    finally:
-        connection.close()  # the watchdog's connection is only needed now and then
+    given = []
+    with transaction.atomic(using=alias), connection.cursor() as cursor:
+        for activation in sorted(taken, key=lambda a: a.lease.instance_id):
+            first = activation.first
+            lease = activation.lease
+            if first is None or not dialect.hold_lease(cursor, lease):
+                continue  # the lease ran out meanwhile: recovery has it
+            dialect.unclaim_to_ready(cursor, lease.instance_id, first.id)
+            dialect.uncount_attempt(cursor, first.id)
+            dialect.release(cursor, lease)
+            given.append(lease)
+        if given and notify.notify_enabled(dialect):
+            notify.send(cursor, "work")
+    return given
 
 
 class Watchdog:
