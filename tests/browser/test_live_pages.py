@@ -244,6 +244,10 @@ def test_an_invalidation_only_observable_is_fetched_and_shown(shop: Shop, browse
     assert sources and set(sources) == {"refresh"}  # applied from observed_values only
     assert browser.execute_script("return window.solidObjects.refreshes") > refreshes
     assert position(browser, LAST_ORDER)[0] == position(browser, COUNT)[0]
+    # The status is a value observable of the same commit: its own broadcast, which may
+    # arrive after the last order's fetch (nothing orders the two); it must arrive, with
+    # the page never reloaded.
+    wait_until(lambda: text(browser, STATUS) == "paid", what="the status", details=shop.log)
     assert not_reloaded(browser) and text(browser, STATUS) == "paid"
     rows = shop.shell(
         "from solid_objects.models import Broadcast; "
