@@ -9,7 +9,8 @@ of every loaded module (Django's ``iter_all_python_module_files``). On a change 
 asks the supervisor to stop, so the turns in flight finish, leases are released and the
 process rows are marked stopped, exactly as on SIGTERM, before the child exits for the
 reload. SIGTERM and SIGINT sent to the parent are passed on to the child, and the parent
-exits with the child's code.
+exits with the child's code (0 if the child saw a change while that signal stopped it:
+a signal always ends the parent).
 """
 
 from __future__ import annotations
@@ -41,10 +42,12 @@ def run_parent() -> int:
     """Start the worker child again and again while it asks for a reload; its exit code."""
     arguments = autoreload.get_child_arguments()
     environment = {**os.environ, autoreload.DJANGO_AUTORELOAD_ENV: "true"}
+    stopping = threading.Event()
     while True:
         child = subprocess.Popen(arguments, env=environment, close_fds=False)
 
         def forward(signum: int, frame: Any, _child: subprocess.Popen[bytes] = child) -> None:
+            stopping.set()
             if _child.poll() is None:
                 _child.send_signal(signum)
 
@@ -56,6 +59,8 @@ def run_parent() -> int:
                 signal.signal(sig, handler)
         if code != RELOAD_CODE:
             return code
+        if stopping.is_set():  # a change seen while a signal stopped it: no restart
+            return 0
 
 
 def _snapshot() -> dict[Path, float]:

@@ -4,12 +4,16 @@ starts a fresh one; SIGTERM to the command stops everything with exit code 0."""
 from __future__ import annotations
 
 import os
+import signal
+import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from solid_objects.models import Process
+from solid_objects.runtime import reloading
 from tests.support.processes import REPO_ROOT, Commands
 from tests.support.waiting import wait_until
 
@@ -35,11 +39,13 @@ def test_a_changed_module_reloads_the_worker_gracefully(tmp_path: Path):
                 what="a fresh worker after the change",
                 details=lambda: commands.log(proc),
             )
+            first.refresh_from_db()
+            assert first.shutdown_state == "stopped"  # marked stopped by its own shutdown
+            assert commands.terminate(proc) == 0
         finally:
+            # Put back only once the fresh worker is gone: its watcher would take the
+            # restored time for one more change.
             os.utime(WATCHED, (stat.st_atime, stat.st_mtime))
-        first.refresh_from_db()
-        assert first.shutdown_state == "stopped"  # marked stopped by its own shutdown
-        assert commands.terminate(proc) == 0
         second.refresh_from_db()
         assert second.shutdown_state == "stopped"
         log = commands.log(proc)
@@ -92,3 +98,37 @@ def test_with_debug_noreload_turns_the_reloader_off(tmp_path: Path):
         assert commands.terminate(proc) == 0
     finally:
         commands.kill_all()
+
+
+CHILD_ASKING_FOR_A_RELOAD_ON_SIGTERM = """
+import pathlib, signal, sys, time
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(3))  # 3: the reload code
+with open(sys.argv[1], "a") as starts:
+    starts.write("started\\n")
+time.sleep(10)
+"""
+
+
+def test_a_signal_ends_the_parent_even_if_the_child_then_asks_for_a_reload(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A change seen while SIGTERM stops the child makes it exit with the reload code;
+    the parent must still stop instead of starting a fresh worker nobody asked for."""
+    starts = tmp_path / "starts"
+    monkeypatch.setattr(
+        reloading.autoreload,
+        "get_child_arguments",
+        lambda: [sys.executable, "-c", CHILD_ASKING_FOR_A_RELOAD_ON_SIGTERM, str(starts)],
+    )
+
+    def terminate_once_started() -> None:
+        wait_until(starts.exists, what="the child to start")
+        os.kill(os.getpid(), signal.SIGTERM)  # to the parent: this test's process
+
+    sender = threading.Thread(target=terminate_once_started)
+    sender.start()
+    try:
+        assert reloading.run_parent() == 0
+    finally:
+        sender.join()
+    assert starts.read_text().splitlines() == ["started"]

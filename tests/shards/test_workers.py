@@ -166,6 +166,8 @@ def test_sigkill_of_a_worker_serving_both_shards_and_takeover_on_one(commands, t
     message = Blocker.ref(actor_id).enqueue().hold_on_file(str(release))
     first = commands.start("run_actor_worker", settings=settings)
     wait_until(lambda: Path(f"{release}.entered").exists(), what="the handler to start")
+    # The supervisors start one per shard; the kill comes once both registered.
+    wait_serving(commands, first, SHARDS, {"worker"})
     claim = ClaimedMessage.objects.using("shard_b").get(message_id=message.id)
     (held_by,) = [row for row in rows_of(first, "shard_b") if row.kind == "worker"]
     assert claim.process_id == held_by.id
