@@ -130,6 +130,8 @@ class Activation:
     observed: dict[str, Any] = field(default_factory=dict)
     #: The last commit released the lease with due work left and no hint was sent with it.
     handed_off: bool = False
+    #: The last commit sent the ``result`` hint for the calls it finished itself.
+    results_hinted: bool = False
     #: How long the last fenced commit took (seconds; the ``turns_committed`` signal's).
     commit_seconds: float = 0.0
 

@@ -65,6 +65,7 @@ def commit_group(
     keep_going: bool,
     yield_head: bool,
     hand_off: bool = False,
+    own_message: int | None = None,
 ) -> MessageRow | None:
     """The fenced commit of a group; returns the next claimed message, if any.
 
@@ -72,7 +73,8 @@ def commit_group(
     budget is spent, send the actor's head to the back of the poll order. ``hand_off``: a
     sync caller ends its pass at its own message; if the actor has more due work the commit
     hints other processes (workers, waiting callers) to take it over, since nobody else was
-    told when it was enqueued while this caller held the lease."""
+    told when it was enqueued while this caller held the lease. ``own_message``: the
+    message of the sync caller running the pass (no hint is sent for it)."""
     started = time.monotonic()
     lease = activation.lease
     write_state = activation.dirty
@@ -97,6 +99,7 @@ def commit_group(
             hand_off=hand_off,
             journal=JoinedInsert(activation.alias, journal) if any(journal) else None,
             result_hint=_released_hint(activation, outcomes),
+            waited_hint=_waited_hint(activation, dialect, outcomes, own_message),
         )
     else:
         next_message = _commit_in_transaction(
@@ -313,6 +316,7 @@ def _commit_in_one_statement(
     hand_off: bool,
     journal: JoinedInsert | None = None,
     result_hint: str = "result",
+    waited_hint: str | None = None,
 ) -> MessageRow | None:
     """The common case on PostgreSQL: a group that staged nothing (or only journal entries
     under derived keys, which join the statement) commits in one statement, and the next
@@ -335,9 +339,11 @@ def _commit_in_one_statement(
             notify=notify_enabled(dialect),
             joined=journal,
             result_hint=result_hint,
+            waited_hint=waited_hint,
         )
         if not fenced:
             raise lost_before_commit(lease)
+        activation.results_hinted = waited_hint is not None
         if journal is not None:
             journal.announce()
         activation.dirty = False
@@ -364,6 +370,36 @@ def _released_hint(activation: Activation, outcomes: Sequence[TurnOutcome]) -> s
     return progress.payload(
         [(lease.instance_id, final_sequence(outcomes))], released=lease.generation
     )
+
+
+def _waited_hint(
+    activation: Activation,
+    dialect: Dialect,
+    outcomes: Sequence[TurnOutcome],
+    own_message: int | None,
+) -> str | None:
+    """The payload of the ``result`` hint a one-statement commit sends itself when it
+    finishes sync calls other callers wait for (``None``: nobody waits, or hints do not
+    travel with the commit): the progress, and the results of the calls it completed."""
+    if not notify_enabled(dialect) or not _waited(outcomes, own_message):
+        return None
+    instance_id = activation.lease.instance_id
+    return progress.payload(
+        [(instance_id, final_sequence(outcomes))],
+        results=[
+            (instance_id, o.message.sequence, o.message.id, o.result_json)
+            for o in outcomes
+            if o.kind == "completed"
+            and o.message.delivery_mode == "sync"
+            and o.message.id != own_message
+            and o.result_json is not None
+        ],
+    )
+
+
+def _waited(outcomes: Sequence[TurnOutcome], own_message: int | None) -> bool:
+    """Whether a caller other than the pass's own may wait for one of these outcomes."""
+    return any(o.message.delivery_mode == "sync" and o.message.id != own_message for o in outcomes)
 
 
 def _hand_off(cursor: Any, dialect: Dialect, activation: Activation, result_hint: str) -> None:
@@ -566,10 +602,9 @@ def after_commit(
         activation.handed_off = False
         publish("work")
         publish("result")
-    waited = any(
-        o.message.delivery_mode == "sync" and o.message.id != own_message for o in outcomes
-    )
-    if waited and result_hint:
+    waited = _waited(outcomes, own_message)
+    hinted, activation.results_hinted = activation.results_hinted, False
+    if waited and result_hint and not hinted:  # unless the commit itself sent the hint
         send_result_hint(activation.alias, [(activation.lease.instance_id, final)])
     return waited
 

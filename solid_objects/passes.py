@@ -267,6 +267,7 @@ class _Drain:
                 keep_going=keep_going,
                 yield_head=yield_head,
                 hand_off=hand_off,
+                own_message=self.stop_after,
             )
             return outcomes, next_first
         except (LostActivation, OperationalError, InterfaceError):

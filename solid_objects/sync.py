@@ -569,7 +569,12 @@ def step(
 
     ``take_over``: a hint said the actor was released before this message was final, so
     the lease is tried before the outcome is read (if someone else finished the message
-    meanwhile, the pass ends at its position and the next look reads it)."""
+    meanwhile, the pass ends at its position and the next look reads it).
+
+    A result the completing commit's own hint carried is returned without any read."""
+    carried = progress.carried_result(alias, message.instance_id, message.sequence, message.id)
+    if carried is not None:
+        return payloads.decode(carried)
     if take_over and message.instance_id:
         done = _try_run(message, alias, deadline)
         if done is not PENDING:

@@ -538,11 +538,13 @@ class Dialect:
         notify: bool = False,
         joined: JoinedWrite | None = None,
         result_hint: str = "result",
+        waited_hint: str | None = None,
     ) -> tuple[bool, MessageRow | None, bool]:
         """Where :attr:`single_statement_commit`: the whole fenced commit of a group, and the
         claim of the next turn, in ONE autocommit statement. Returns ``(fenced, the next
         claimed message, due work left without a hint sent)``; a hand-off hint carries
-        ``result_hint`` as its result payload."""
+        ``result_hint`` as its result payload; ``waited_hint``, if given, is the payload of
+        the ``result`` hint the statement sends when its fence holds."""
         raise NotImplementedError
 
     def insert_effects(

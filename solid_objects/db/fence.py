@@ -254,13 +254,22 @@ DUE_LEFT_HINTED_POSTGRESQL = (
     "pg_notify(%(channel)s, %(result_hint)s) " + DUE_LEFT_POSTGRESQL + ") AS hint) < 0"
 )
 
+#: The ``result`` hint of a group that finished other callers' sync calls, sent by the
+#: commit itself (delivered only if the fence held and the statement committed); its
+#: payload ``waited_hint`` may carry their results. NULL: nobody waits, nothing is sent.
+WAITED_HINT_POSTGRESQL = (
+    "(SELECT COUNT(*) FROM (SELECT pg_notify(%(channel)s, %(waited_hint)s::text) FROM f "
+    "WHERE %(waited_hint)s::text IS NOT NULL) AS w)"
+)
+
 #: The group's commit that releases the lease: the claimed row deleted; ``{left}`` says
 #: whether due work is left without a hint sent.
 COMMIT_GROUP_POSTGRESQL = (
     GROUP_PARTS_POSTGRESQL + ", u AS (DELETE FROM {t_claimed} c USING f "
     "WHERE c.instance_id = f.id AND c.message_id = %(claimed_message_id)s "
     "RETURNING c.message_id) SELECT (SELECT COUNT(*) FROM f), (SELECT COUNT(*) FROM u), "
-    "(SELECT COUNT(*) FROM d), (SELECT COUNT(*) FROM r), {left}, {joined_column}"
+    "(SELECT COUNT(*) FROM d), (SELECT COUNT(*) FROM r), {left}, {joined_column}, "
+    + WAITED_HINT_POSTGRESQL
 )
 
 #: The group's commit that claims the next turn: the claim of ``claims.py`` behind the
@@ -283,8 +292,9 @@ COMMIT_GROUP_AND_CLAIM_POSTGRESQL = (
     "RETURNING c.message_id), "
     "nxt AS (" + COUNT_MOVED_ATTEMPT_POSTGRESQL + ") "
     "SELECT (SELECT COUNT(*) FROM f), (SELECT COUNT(*) FROM cu) + (SELECT COUNT(*) FROM cd), "
-    "(SELECT COUNT(*) FROM d), (SELECT COUNT(*) FROM r), {joined_column}, nxt.* "
-    "FROM (SELECT 1) AS one LEFT JOIN nxt ON TRUE"
+    "(SELECT COUNT(*) FROM d), (SELECT COUNT(*) FROM r), {joined_column}, "
+    + WAITED_HINT_POSTGRESQL
+    + ", nxt.* FROM (SELECT 1) AS one LEFT JOIN nxt ON TRUE"
 )
 
 #: The positions another app's joined write (``j``) returned.
@@ -775,9 +785,13 @@ def commit_group_postgresql(
     notify: bool = False,
     joined: JoinedWrite | None = None,
     result_hint: str = "result",
+    waited_hint: str | None = None,
 ) -> tuple[bool, MessageRow | None, bool]:
     """The whole fenced commit of a group, and the claim of the next turn, in ONE
     statement run in autocommit: one round trip and one commit per group.
+
+    ``waited_hint`` (other processes' callers wait for outcomes of the group): the
+    payload of the ``result`` hint the statement sends if its fence holds.
 
     ``hand_off`` (a sync caller releasing the lease at its own message): if a due message
     follows the group, ``NOTIFY`` work and result hints in the same statement when
@@ -807,6 +821,7 @@ def commit_group_postgresql(
         followers=[c.message_id for c in completions if not c.claimed],
         channel=CHANNEL,
         result_hint=result_hint,
+        waited_hint=waited_hint,
     )
     fragments = {"sets": sets, "joined": "", "joined_column": NOTHING_JOINED}
     if joined is not None:
@@ -823,7 +838,7 @@ def commit_group_postgresql(
                 dialect, DUE_LEFT_HINTED_POSTGRESQL if notify else DUE_LEFT_UNHINTED_POSTGRESQL
             )
         cursor.execute(render(dialect, COMMIT_GROUP_POSTGRESQL, left=left, **fragments), params)
-        fenced, unclaimed, _done, _dropped, left_over, positions = cursor.fetchone()
+        fenced, unclaimed, _done, _dropped, left_over, positions, _hinted = cursor.fetchone()
         if joined is not None and fenced == 1:
             joined.returned(positions or [])
         return bool(fenced == 1 and unclaimed == 1), None, bool(left_over)
@@ -834,7 +849,7 @@ def commit_group_postgresql(
         joined.returned(row[4] or [])
     if not (fenced == 1 and unclaimed == 1):
         return False, None, False
-    next_message = None if row[5] is None else message_from_row(row[5:])
+    next_message = None if row[6] is None else message_from_row(row[6:])
     return True, next_message, False
 
 

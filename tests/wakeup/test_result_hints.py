@@ -4,19 +4,29 @@ handed to workers and waiting callers instead of waiting for their next poll."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.db import connection
+from django.utils import timezone
 
 from solid_objects.db.notify import CHANNEL as PG_CHANNEL
+from solid_objects.errors import LostActivation
 from solid_objects.mailbox import enqueue
 from solid_objects.models import Instance
+from solid_objects.references import message_reference
 from solid_objects.registry import get_spec
 from solid_objects.runtime import processes
+from solid_objects.runtime.wakeup import progress
+from solid_objects.runtime.wakeup.listener import ring
+from solid_objects.sync import step
 from solid_objects.testing import pause_at
+from tests.testapp.actors import core
 from tests.testapp.actors.core import Counter
+from tests.testapp.actors.runtime_tests import AttemptBlocker
 
 from ..runtime.helpers import alias, run_once, start_thread
 
@@ -47,8 +57,11 @@ def test_a_worker_that_finishes_another_process_s_sync_call_sends_a_result_hint(
     assert payloads(listening, 0.5) == [""]  # the enqueue's own work hint
     owner = processes.register("worker", alias())
     assert run_once(message.instance_id, owner).processed == 1
-    # The hint says how far the actor got: waiting callers of other messages need not look.
-    assert payloads(listening) == [f"result:{message.instance_id}:{message.sequence}"]
+    # The hint says how far the actor got (waiting callers of other messages need not look)
+    # and, sent by the commit itself, carries the call's result.
+    progress_part = f"result:{message.instance_id}:{message.sequence}"
+    carried = f"{message.instance_id} {message.sequence} {message.message_id} 1"
+    assert payloads(listening) == [f"{progress_part},\n{carried}"]
 
 
 def test_asynchronous_messages_and_a_caller_s_own_call_send_no_result_hint(listening):
@@ -75,3 +88,58 @@ def test_a_sync_caller_hands_work_left_behind_its_own_message_to_others(listenin
     released = f"result:{instance.id}:2:{instance.activation_generation}"
     assert sorted(payloads(listening)) == [released, "work"]
     assert behind.result(timeout=5) == 111
+
+
+def test_a_waiter_takes_the_result_its_hint_carried_without_reading(
+    listening, django_assert_num_queries
+):
+    spec = get_spec(Counter.actor_type)
+    first = Counter.ref("carried").enqueue().add(5)
+    reference = message_reference(
+        enqueue(spec, "carried", "add", {"amount": 2}, delivery_mode="sync")
+    )
+    owner = processes.register("worker", alias())
+    payloads(listening, 0.3)
+    assert run_once(first.instance_id, owner).processed == 2
+    (hint,) = [p for p in payloads(listening) if f" {reference.id} " in p]
+    with progress.waiting(alias(), reference.instance_id, reference.sequence):
+        ring(hint, alias())  # as this process's listener hears it
+        with django_assert_num_queries(0):
+            assert step(reference, alias(), None, assist=True) == 7
+    # Once its waiter is gone the carried result is not kept.
+    where = (alias(), reference.instance_id, reference.sequence)
+    assert progress.carried_result(*where, reference.id) is None
+
+
+def test_a_carried_result_is_kept_only_for_the_message_waited_for():
+    with progress.waiting("default", 41, 3):
+        progress.note("default", "result:41:4,\n41 3 900 1\n41 4 901 2\n42 3 902 3")
+        assert progress.carried_result("default", 41, 3, 900) == "1"
+        assert progress.carried_result("default", 41, 3, 999) is None  # another message
+        assert progress.carried_result("default", 41, 4, 901) is None  # nobody waits
+        assert progress.carried_result("default", 42, 3, 902) is None
+        assert progress.carried_result("other", 41, 3, 900) is None  # another database
+    assert progress.carried_result("default", 41, 3, 900) is None
+
+
+def test_results_that_do_not_fit_a_hint_stay_in_the_database():
+    big = '"' + "x" * (progress.MAX_RESULT_BYTES - 100) + '"'
+    text = progress.payload([(7, 3)], results=[(7, 1, 70, big), (7, 2, 71, big), (7, 3, 72, "3")])
+    assert len(text.encode()) < 8000  # PostgreSQL's limit for a NOTIFY payload
+    assert text == f"result:7:3,\n7 1 70 {big}"  # in order, while they fit
+
+
+def test_a_commit_whose_fence_failed_sends_no_result_hint(listening):
+    owner = processes.register("worker", alias())
+    spec = get_spec(AttemptBlocker.actor_type)
+    message = enqueue(spec, "unhinted", "hold", {"key": "u"}, delivery_mode="sync")
+    payloads(listening, 0.3)
+    holder = start_thread(lambda: run_once(message.instance_id, owner), "worker")
+    assert core.entered.setdefault("u:1", threading.Event()).wait(30)
+    Instance.objects.filter(id=message.instance_id).update(
+        activation_expires_at=timezone.now() - timedelta(minutes=5)
+    )
+    core.holds.setdefault("u:1", threading.Event()).set()
+    with pytest.raises(LostActivation):
+        holder.outcome()
+    assert not [p for p in payloads(listening, 0.5) if p.startswith("result")]

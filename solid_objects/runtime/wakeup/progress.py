@@ -14,6 +14,12 @@ in the payload of their PostgreSQL ``result`` hint (``result:<instance_id>:<sequ
 several joined by ``,``). A hint without a payload says nothing: the waiter looks at the
 database. Knowledge is a shortcut, never the truth: a waiter still reads the database
 whenever its backoff runs out, so a lost or missing hint only costs latency.
+
+A hint sent by the commit itself (so it arrives only if that commit happened) may also
+carry the results of the sync calls it completed, one line each after the progress
+(``,`` then ``\n<instance_id> <sequence> <message_id> <result JSON>``): a waiter of this
+process whose message it names returns that result without reading the database. Only
+results somebody here waits for are kept, and only until that waiter ends.
 """
 
 from __future__ import annotations
@@ -29,6 +35,12 @@ PREFIX = "result:"
 MAX_ACTORS = 10_000
 #: Progress entries one hint payload carries at most (NOTIFY payloads stay small).
 MAX_PER_HINT = 64
+#: Bytes of results one hint payload carries at most (PostgreSQL refuses payloads of 8000
+#: bytes and more); results that do not fit are read from the database by their waiters.
+MAX_RESULT_BYTES = 4000
+
+#: One completed sync call a hint carries: ``(instance_id, sequence, message_id, result JSON)``.
+CarriedResult = tuple[int, int, int, str]
 
 _lock = threading.Lock()
 _final: OrderedDict[tuple[str, int], int] = OrderedDict()
@@ -54,6 +66,9 @@ def committed(alias: str, instance_id: int, sequence: int) -> bool:
 
 #: The sequences this process's sync callers wait for, per actor.
 _waiting: dict[tuple[str, int], list[int]] = {}
+#: Results a hint carried for those waiters: ``(alias, instance_id, sequence)`` to
+#: ``(message_id, result JSON)``.
+_results: dict[tuple[str, int, int], tuple[int, str]] = {}
 
 
 @contextmanager
@@ -70,6 +85,17 @@ def waiting(alias: str, instance_id: int, sequence: int) -> Iterator[None]:
             sequences.remove(sequence)
             if not sequences:
                 _waiting.pop(key, None)
+            if sequence not in sequences:
+                _results.pop((alias, instance_id, sequence), None)
+
+
+def carried_result(alias: str, instance_id: int, sequence: int, message_id: int) -> str | None:
+    """The result JSON a committed hint carried for this waited-for message, if any."""
+    with _lock:
+        found = _results.get((alias, instance_id, sequence))
+    if found is None or found[0] != message_id:
+        return None
+    return found[1]
 
 
 def next_to_run(alias: str, instance_id: int, sequence: int) -> bool:
@@ -108,24 +134,41 @@ def known(alias: str, instance_id: int) -> tuple[int, int, int]:
         return _final.get(key, 0), _ended.get(key, 0), _blind
 
 
-def payload(entries: Iterable[tuple[int, int]], released: int | None = None) -> str:
+def payload(
+    entries: Iterable[tuple[int, int]],
+    released: int | None = None,
+    results: Iterable[CarriedResult] = (),
+) -> str:
     """The ``result`` hint payload reporting ``(instance_id, final sequence)`` entries and,
     with ``released``, that the single actor's activation of that generation ended with
-    work left (``"result"`` alone when there is nothing to report, or too much)."""
+    work left (``"result"`` alone when there is nothing to report, or too much).
+    ``results``: completed sync calls whose results travel along while they fit in
+    :data:`MAX_RESULT_BYTES` (only for a hint the commit itself sends)."""
     items = list(entries)
     if not items or len(items) > MAX_PER_HINT or (released is not None and len(items) > 1):
         return "result"
     parts = [f"{instance_id}:{sequence}" for instance_id, sequence in items]
     if released is not None:
         parts[0] += f":{released}"
-    return PREFIX + ",".join(parts)
+    text = PREFIX + ",".join(parts)
+    lines, room = [], MAX_RESULT_BYTES
+    for instance_id, sequence, message_id, result in results:
+        line = f"\n{instance_id} {sequence} {message_id} {result}"
+        room -= len(line.encode())
+        if room < 0:
+            break
+        lines.append(line)
+    return text + ("," + "".join(lines) if lines else "")
 
 
 def note(alias: str, text: str) -> bool:
     """Record the progress a received hint payload carries (malformed parts are ignored);
     ``True`` if any of it was news (this process's own hints come back as old news)."""
+    head, *carried = text.split("\n")
+    if carried:
+        _keep_results(alias, carried)
     news = False
-    for part in text[len(PREFIX) :].split(","):
+    for part in head[len(PREFIX) :].split(","):
         fields = part.split(":")
         if len(fields) not in (2, 3) or not all(field.isdigit() for field in fields):
             continue
@@ -134,3 +177,15 @@ def note(alias: str, text: str) -> bool:
         if len(fields) == 3:
             news = ended(alias, instance_id, int(fields[2])) or news
     return news
+
+
+def _keep_results(alias: str, lines: list[str]) -> None:
+    """Keep the carried results that a waiter of this process waits for."""
+    for line in lines:
+        fields = line.split(" ", 3)
+        if len(fields) != 4 or not all(field.isdigit() for field in fields[:3]):
+            continue
+        instance_id, sequence, message_id = (int(field) for field in fields[:3])
+        with _lock:
+            if sequence in _waiting.get((alias, instance_id), ()):
+                _results[(alias, instance_id, sequence)] = (message_id, fields[3])
