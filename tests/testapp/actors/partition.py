@@ -44,7 +44,10 @@ class PartitionLedger(Actor):
     def apply(self, n: int, sink: str, gate: str = "") -> dict[str, int]:
         pid = os.getpid()
         if gate:
-            entered_marker(gate, self.actor_id, pid).write_text(repr(time.time()))
+            marker = entered_marker(gate, self.actor_id, pid)
+            written = marker.with_name(f"{marker.name}.writing")
+            written.write_text(repr(time.time()))
+            written.rename(marker)  # whole: the test reads it the moment it exists
             wait_for_gate(gate)
         self.seen = [*self.seen, [n, pid]]
         self.emit(EFFECT, actor=self.actor_id, n=n, sink=sink)
