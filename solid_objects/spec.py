@@ -138,14 +138,20 @@ class Operation:
     def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         """Positional and keyword arguments as the stored keyword dict (validated)."""
         keywords = self._keywords
-        if keywords is not None and not args:
-            # Keywords only (enqueue_many, the sync and async faces): what Signature.bind
-            # gives, without building a BoundArguments per call; anything else (a missing or
-            # unknown argument) takes the full path for its error.
-            names, known, required = keywords
-            given = kwargs.keys()
-            if given <= known and required <= given:
-                return {name: kwargs[name] for name in names if name in kwargs}
+        if keywords is not None:
+            # Plain parameters (no *args, **kwargs or positional-only ones): what
+            # Signature.bind gives, without building a BoundArguments per call; anything
+            # else (a missing, unknown or repeated argument, too many positional ones)
+            # takes the full path for its error.
+            names, known, required, positional = keywords
+            if not args:
+                given = kwargs
+            elif len(args) <= positional and kwargs.keys().isdisjoint(names[: len(args)]):
+                given = {**dict(zip(names[: len(args)], args, strict=True)), **kwargs}
+            else:
+                given = None
+            if given is not None and given.keys() <= known and required <= given.keys():
+                return {name: given[name] for name in names if name in given}
         signature = self.signature or inspect.signature(self.function)
         try:
             bound = signature.bind(None, *args, **kwargs)
@@ -163,10 +169,10 @@ class Operation:
         return arguments
 
     @cached_property
-    def _keywords(self) -> tuple[tuple[str, ...], frozenset[str], frozenset[str]] | None:
-        """The parameters after ``self`` in order, all of them and the required ones, when
-        every one of them can be passed by keyword (no ``*args``, ``**kwargs`` or
-        positional-only parameter); ``None`` otherwise."""
+    def _keywords(self) -> tuple[tuple[str, ...], frozenset[str], frozenset[str], int] | None:
+        """The parameters after ``self`` in order, all of them, the required ones and how
+        many may be given by position, when every one of them can be passed by keyword (no
+        ``*args``, ``**kwargs`` or positional-only parameter); ``None`` otherwise."""
         signature = self.signature or inspect.signature(self.function)
         parameters = list(signature.parameters.values())[1:]
         plain = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
@@ -174,7 +180,8 @@ class Operation:
             return None
         names = tuple(p.name for p in parameters)
         required = frozenset(p.name for p in parameters if p.default is inspect.Parameter.empty)
-        return names, frozenset(names), required
+        positional = sum(1 for p in parameters if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        return names, frozenset(names), required, positional
 
 
 def query(function: F) -> F:

@@ -1,9 +1,9 @@
-"""Binding keyword arguments without ``Signature.bind`` changes nothing but speed.
+"""Binding arguments without ``Signature.bind`` changes nothing but speed.
 
-``Operation.bind`` takes a shortcut when a call passes keywords only and the operation's
-parameters can all be passed by keyword; these properties compare it with the full
-``Signature.bind`` path on generated calls: the same stored dict (keys in the signature's
-order) or the same error.
+``Operation.bind`` takes a shortcut when the operation's parameters can all be passed by
+keyword (positional arguments are named by the parameters they fill); these properties
+compare it with the full ``Signature.bind`` path on generated calls: the same stored dict
+(keys in the signature's order) or the same error.
 """
 
 from __future__ import annotations
@@ -83,10 +83,17 @@ def test_the_same_binding_as_signature_bind(function, args, kwargs):
 
 
 @pytest.mark.parametrize(
-    ("function", "kwargs"),
-    [(plain, {"note": "n", "amount": 1}), (keyword_only, {"y": 2, "x": 1}), (nothing, {})],
+    ("function", "args", "kwargs"),
+    [
+        (plain, (), {"note": "n", "amount": 1}),
+        (keyword_only, (), {"y": 2, "x": 1}),
+        (nothing, (), {}),
+        (plain, (1,), {}),
+        (plain, (1, "n"), {"flag": True}),
+        (required_only, (1,), {"b": 2}),
+    ],
 )
-def test_keywords_take_the_shortcut_in_signature_order(monkeypatch, function, kwargs):
+def test_plain_calls_take_the_shortcut_in_signature_order(monkeypatch, function, args, kwargs):
     op = operation(function)
     calls: list[Any] = []
     real = inspect.Signature.bind
@@ -96,9 +103,10 @@ def test_keywords_take_the_shortcut_in_signature_order(monkeypatch, function, kw
         return real(self, *args, **kw)
 
     monkeypatch.setattr(inspect.Signature, "bind", spy)
-    bound = op.bind((), kwargs)
+    bound = op.bind(args, kwargs)
     assert calls == []
-    assert list(bound) == [n for n in inspect.signature(function).parameters if n in kwargs]
+    expected = inspect.signature(function).bind(None, *args, **kwargs).arguments
+    assert list(bound.items()) == [(n, v) for n, v in expected.items() if n != "self"]
 
 
 @pytest.mark.parametrize("function", [with_kwargs, with_args, positional_only])

@@ -10,7 +10,9 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from solid_objects.db.notify import CHANNEL as PG_CHANNEL
@@ -143,3 +145,19 @@ def test_a_commit_whose_fence_failed_sends_no_result_hint(listening):
     with pytest.raises(LostActivation):
         holder.outcome()
     assert not [p for p in payloads(listening, 0.5) if p.startswith("result")]
+
+
+def test_an_awaited_waiter_takes_the_carried_result_without_a_thread_hop_or_a_read(listening):
+    spec = get_spec(Counter.actor_type)
+    reference = message_reference(
+        enqueue(spec, "carried-aio", "add", {"amount": 3}, delivery_mode="sync")
+    )
+    owner = processes.register("worker", alias())
+    payloads(listening, 0.3)
+    assert run_once(reference.instance_id, owner).processed == 1
+    (hint,) = [p for p in payloads(listening) if f" {reference.id} " in p]
+    with progress.waiting(alias(), reference.instance_id, reference.sequence):
+        ring(hint, alias())
+        with CaptureQueriesContext(connection) as statements:
+            assert async_to_sync(reference.aresult)(timeout=5) == 3
+    assert statements.captured_queries == []
