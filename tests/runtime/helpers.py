@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from django.db import close_old_connections, connections
@@ -128,3 +129,24 @@ def drain(instance_id: int, owner: str, passes: int = 50) -> int:
             return processed
         processed += result.processed
     raise AssertionError(f"instance {instance_id} still has due work after {passes} passes")
+
+
+def run_once_losing_the_lease(instance_id: int, owner: str, key: str) -> None:
+    """Run the actor's held turn (it waits on ``key``: ``core.holds``/``core.entered``) and
+    let its lease expire before the turn returns: the commit's fence must refuse it."""
+    from django.utils import timezone
+
+    from solid_objects.errors import LostActivation
+    from tests.testapp.actors import core
+
+    holder = start_thread(lambda: run_once(instance_id, owner))
+    assert core.entered.setdefault(key, threading.Event()).wait(PATIENCE)
+    Instance.objects.filter(id=instance_id).update(
+        activation_expires_at=timezone.now() - timedelta(minutes=5)
+    )
+    core.holds.setdefault(key, threading.Event()).set()
+    try:
+        holder.outcome()
+    except LostActivation:
+        return
+    raise AssertionError("the turn committed although its lease had expired")

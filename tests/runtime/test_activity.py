@@ -15,10 +15,10 @@ from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 
-from solid_objects import LostActivation, Rejected
+from solid_objects import Rejected
 from solid_objects.activation import ActivationCache
 from solid_objects.lease import acquire
-from solid_objects.models import DeadLetter, Instance, Message
+from solid_objects.models import DeadLetter, Message
 from solid_objects.passes import run_pass
 from solid_objects.turn import activity_key
 from tests.support.statements import count_statements
@@ -28,7 +28,7 @@ from tests.testapp.actors.journal import Recorder
 from tilttek_activity import activity_recorded, cancel_activity, record_activity
 from tilttek_activity.models import Entry
 
-from .helpers import alias, drain, membership, run_once, start_thread
+from .helpers import alias, drain, membership, run_once, run_once_losing_the_lease
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -131,14 +131,7 @@ def test_a_group_that_is_rerun_after_a_failed_commit_records_once(owner, solid_s
 def test_a_turn_that_loses_its_lease_before_the_commit_records_nothing(owner):
     ref = Recorder.ref("fenced-out")
     message = ref.enqueue().record_and_wait("fence")
-    holder = start_thread(lambda: run_once(message.instance_id, owner))
-    assert core.entered.setdefault("fence:1", threading.Event()).wait(30)
-    Instance.objects.filter(id=message.instance_id).update(
-        activation_expires_at=timezone.now() - timedelta(minutes=5)
-    )
-    core.holds.setdefault("fence:1", threading.Event()).set()
-    with pytest.raises(LostActivation):
-        holder.outcome()
+    run_once_losing_the_lease(message.instance_id, owner, "fence:1")
     assert entries_of("fenced-out") == []
     core.holds.setdefault("fence:2", threading.Event()).set()
     assert run_once(message.instance_id, owner).processed == 1  # recovered, attempt 2

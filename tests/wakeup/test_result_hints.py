@@ -4,19 +4,15 @@ handed to workers and waiting callers instead of waiting for their next poll."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from datetime import timedelta
 from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-from django.utils import timezone
 
 from solid_objects.db.notify import CHANNEL as PG_CHANNEL
-from solid_objects.errors import LostActivation
 from solid_objects.mailbox import enqueue
 from solid_objects.models import Instance
 from solid_objects.references import message_reference
@@ -26,11 +22,10 @@ from solid_objects.runtime.wakeup import progress
 from solid_objects.runtime.wakeup.listener import ring
 from solid_objects.sync import step
 from solid_objects.testing import pause_at
-from tests.testapp.actors import core
 from tests.testapp.actors.core import Counter
 from tests.testapp.actors.runtime_tests import AttemptBlocker
 
-from ..runtime.helpers import alias, run_once, start_thread
+from ..runtime.helpers import alias, run_once, run_once_losing_the_lease, start_thread
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.db_vendor("postgresql")]
 
@@ -92,18 +87,25 @@ def test_a_sync_caller_hands_work_left_behind_its_own_message_to_others(listenin
     assert behind.result(timeout=5) == 111
 
 
+def hint_carrying(listening: Any, reference: Any, turns: int) -> str:
+    """A worker runs the actor (``turns`` turns, ``reference``'s among them); the hint its
+    commit sent, which carries ``reference``'s result."""
+    owner = processes.register("worker", alias())
+    payloads(listening, 0.3)
+    assert run_once(reference.instance_id, owner).processed == turns
+    (hint,) = [p for p in payloads(listening) if f" {reference.id} " in p]
+    return hint
+
+
 def test_a_waiter_takes_the_result_its_hint_carried_without_reading(
     listening, django_assert_num_queries
 ):
     spec = get_spec(Counter.actor_type)
-    first = Counter.ref("carried").enqueue().add(5)
+    Counter.ref("carried").enqueue().add(5)
     reference = message_reference(
         enqueue(spec, "carried", "add", {"amount": 2}, delivery_mode="sync")
     )
-    owner = processes.register("worker", alias())
-    payloads(listening, 0.3)
-    assert run_once(first.instance_id, owner).processed == 2
-    (hint,) = [p for p in payloads(listening) if f" {reference.id} " in p]
+    hint = hint_carrying(listening, reference, turns=2)
     with progress.waiting(alias(), reference.instance_id, reference.sequence):
         ring(hint, alias())  # as this process's listener hears it
         with django_assert_num_queries(0):
@@ -136,14 +138,7 @@ def test_a_commit_whose_fence_failed_sends_no_result_hint(listening):
     spec = get_spec(AttemptBlocker.actor_type)
     message = enqueue(spec, "unhinted", "hold", {"key": "u"}, delivery_mode="sync")
     payloads(listening, 0.3)
-    holder = start_thread(lambda: run_once(message.instance_id, owner), "worker")
-    assert core.entered.setdefault("u:1", threading.Event()).wait(30)
-    Instance.objects.filter(id=message.instance_id).update(
-        activation_expires_at=timezone.now() - timedelta(minutes=5)
-    )
-    core.holds.setdefault("u:1", threading.Event()).set()
-    with pytest.raises(LostActivation):
-        holder.outcome()
+    run_once_losing_the_lease(message.instance_id, owner, "u:1")
     assert not [p for p in payloads(listening, 0.5) if p.startswith("result")]
 
 
@@ -152,10 +147,7 @@ def test_an_awaited_waiter_takes_the_carried_result_without_a_thread_hop_or_a_re
     reference = message_reference(
         enqueue(spec, "carried-aio", "add", {"amount": 3}, delivery_mode="sync")
     )
-    owner = processes.register("worker", alias())
-    payloads(listening, 0.3)
-    assert run_once(reference.instance_id, owner).processed == 1
-    (hint,) = [p for p in payloads(listening) if f" {reference.id} " in p]
+    hint = hint_carrying(listening, reference, turns=1)
     with progress.waiting(alias(), reference.instance_id, reference.sequence):
         ring(hint, alias())
         with CaptureQueriesContext(connection) as statements:
