@@ -54,10 +54,14 @@ def lease_and_claim(
     owner_id: str,
     instance_ids: list[int],
     cache: ActivationCache | None = None,
+    *,
+    locked: bool = False,
 ) -> Claim | None:
     """Inside the caller's transaction: lease one of ``instance_ids`` (skipping locked or
     leased ones), recover a claim a dead activation left, and claim the first turn (its
-    attempt is counted when this transaction commits, before the handler runs)."""
+    attempt is counted when this transaction commits, before the handler runs).
+    ``locked``: the transaction already locks the candidates' rows (an enqueue to them),
+    so nothing is skipped and the lease needs no locking read first."""
     dialect = dialect_for(connections[alias])
     lease = dialect.acquire_lease(
         cursor,
@@ -66,6 +70,7 @@ def lease_and_claim(
         token=str(uuid.uuid4()),
         lease_seconds=get_settings().LEASE_DURATION,
         cached=cache.revisions_of(instance_ids) if cache is not None else None,
+        wait=locked,
     )
     if lease is None:
         return None

@@ -291,7 +291,9 @@ def start_sync(
         )
 
         def claim_in_same_transaction(cursor: Any, enqueued: Enqueued) -> None:
-            claim = lease_and_claim(cursor, alias, owner, [enqueued.instance_id], cache)
+            claim = lease_and_claim(
+                cursor, alias, owner, [enqueued.instance_id], cache, locked=True
+            )
             if claim is not None:
                 firsts.append((lambda: activate(alias, claim, cache), claim.lease))
             else:

@@ -86,6 +86,10 @@ LEASE_SETS = (
 #: MySQL: take the lease of the locked instance.
 TAKE_LEASE = "UPDATE {t_instances} SET " + LEASE_SETS + " WHERE id = %(id)s"
 
+#: MySQL: take the lease of one candidate if it is free, without a locking read first
+#: (for a row this transaction already locks, or one worth waiting for).
+TAKE_FREE_LEASE = TAKE_LEASE + " AND " + FREE
+
 #: MySQL: read the lease just taken (``{state}``: the state unless the cached revision is
 #: current).
 READ_LEASE = (
@@ -247,6 +251,17 @@ def acquire_lease_mysql(
     free ones with a plain read, then lock the first in order."""
     if not instance_ids:
         return None
+    if wait and len(instance_ids) == 1:
+        # One conditional UPDATE: Django's MySQL connections count matched rows, so the
+        # row count says whether the candidate was free.
+        instance_id = int(instance_ids[0])
+        cursor.execute(
+            render(dialect, TAKE_FREE_LEASE),
+            {**_lease_params(dialect, owner_id, token, lease_seconds), "id": instance_id},
+        )
+        if cursor.rowcount != 1:
+            return None
+        return _read_lease(dialect, cursor, instance_id, owner_id, token, cached)
     lock = dialect.for_update if wait else dialect.skip_locked
     candidates = list(instance_ids)
     if len(candidates) > 1:
@@ -271,6 +286,18 @@ def acquire_lease_mysql(
         render(dialect, TAKE_LEASE),
         {**_lease_params(dialect, owner_id, token, lease_seconds), "id": instance_id},
     )
+    return _read_lease(dialect, cursor, instance_id, owner_id, token, cached)
+
+
+def _read_lease(
+    dialect: Dialect,
+    cursor: Any,
+    instance_id: int,
+    owner_id: str,
+    token: str,
+    cached: dict[int, int] | None,
+) -> LeaseRow:
+    """MySQL: the lease just taken, as :data:`READ_LEASE` reads it."""
     state, state_params = state_unless_cached(dialect, "i", cached, [instance_id])
     cursor.execute(render(dialect, READ_LEASE, state=state), {**state_params, "id": instance_id})
     return lease_from_row(cursor.fetchone(), owner_id, token)
