@@ -381,25 +381,25 @@ def _waited_hint(
     """The payload of the ``result`` hint a one-statement commit sends itself when it
     finishes sync calls other callers wait for (``None``: nobody waits, or hints do not
     travel with the commit): the progress, and the results of the calls it completed."""
-    if not notify_enabled(dialect) or not _waited(outcomes, own_message):
+    waited = _waited_on(outcomes, own_message)
+    if not waited or not notify_enabled(dialect):
         return None
     instance_id = activation.lease.instance_id
     return progress.payload(
         [(instance_id, final_sequence(outcomes))],
         results=[
             (instance_id, o.message.sequence, o.message.id, o.result_json)
-            for o in outcomes
-            if o.kind == "completed"
-            and o.message.delivery_mode == "sync"
-            and o.message.id != own_message
-            and o.result_json is not None
+            for o in waited
+            if o.kind == "completed" and o.result_json is not None
         ],
     )
 
 
-def _waited(outcomes: Sequence[TurnOutcome], own_message: int | None) -> bool:
-    """Whether a caller other than the pass's own may wait for one of these outcomes."""
-    return any(o.message.delivery_mode == "sync" and o.message.id != own_message for o in outcomes)
+def _waited_on(outcomes: Sequence[TurnOutcome], own_message: int | None) -> list[TurnOutcome]:
+    """The outcomes a caller other than the pass's own may wait for (its sync calls)."""
+    return [
+        o for o in outcomes if o.message.delivery_mode == "sync" and o.message.id != own_message
+    ]
 
 
 def _hand_off(cursor: Any, dialect: Dialect, activation: Activation, result_hint: str) -> None:
@@ -602,7 +602,7 @@ def after_commit(
         activation.handed_off = False
         publish("work")
         publish("result")
-    waited = _waited(outcomes, own_message)
+    waited = bool(_waited_on(outcomes, own_message))
     hinted, activation.results_hinted = activation.results_hinted, False
     if waited and result_hint and not hinted:  # unless the commit itself sent the hint
         send_result_hint(activation.alias, [(activation.lease.instance_id, final)])

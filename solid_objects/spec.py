@@ -144,10 +144,11 @@ class Operation:
             # else (a missing, unknown or repeated argument, too many positional ones)
             # takes the full path for its error.
             names, known, required, positional = keywords
+            filled = names[: len(args)]  # the parameters the positional arguments fill
             if not args:
                 given = kwargs
-            elif len(args) <= positional and kwargs.keys().isdisjoint(names[: len(args)]):
-                given = {**dict(zip(names[: len(args)], args, strict=True)), **kwargs}
+            elif len(args) <= positional and kwargs.keys().isdisjoint(filled):
+                given = {**dict(zip(filled, args, strict=True)), **kwargs}
             else:
                 given = None
             if given is not None and given.keys() <= known and required <= given.keys():

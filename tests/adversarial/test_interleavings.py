@@ -27,7 +27,7 @@ from solid_objects.testing import pause_at
 from tests.testapp.actors.broadcasts import Retained
 from tests.testapp.actors.core import Counter
 
-from ..runtime.helpers import alias, drain, run_once, start_thread
+from ..runtime.helpers import alias, drain, expire_lease, run_once, start_thread
 from .interleaving import wait_blocked_or_done
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -37,12 +37,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def stop_heartbeating(process_id: str) -> None:
     Process.objects.filter(id=process_id).update(
         last_heartbeat_at=timezone.now() - timedelta(minutes=10)
-    )
-
-
-def expire_lease(instance_id: int) -> None:
-    Instance.objects.filter(id=instance_id).update(
-        activation_expires_at=timezone.now() - timedelta(minutes=5)
     )
 
 

@@ -131,19 +131,24 @@ def drain(instance_id: int, owner: str, passes: int = 50) -> int:
     raise AssertionError(f"instance {instance_id} still has due work after {passes} passes")
 
 
+def expire_lease(instance_id: int) -> None:
+    """Make the actor's lease expired (five minutes ago), as if its holder had stalled."""
+    from django.utils import timezone
+
+    Instance.objects.filter(id=instance_id).update(
+        activation_expires_at=timezone.now() - timedelta(minutes=5)
+    )
+
+
 def run_once_losing_the_lease(instance_id: int, owner: str, key: str) -> None:
     """Run the actor's held turn (it waits on ``key``: ``core.holds``/``core.entered``) and
     let its lease expire before the turn returns: the commit's fence must refuse it."""
-    from django.utils import timezone
-
     from solid_objects.errors import LostActivation
     from tests.testapp.actors import core
 
     holder = start_thread(lambda: run_once(instance_id, owner))
     assert core.entered.setdefault(key, threading.Event()).wait(PATIENCE)
-    Instance.objects.filter(id=instance_id).update(
-        activation_expires_at=timezone.now() - timedelta(minutes=5)
-    )
+    expire_lease(instance_id)
     core.holds.setdefault(key, threading.Event()).set()
     try:
         holder.outcome()

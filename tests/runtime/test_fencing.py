@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from datetime import timedelta
 
 import pytest
 from django.utils import timezone
@@ -27,7 +26,7 @@ from tests.testapp.actors import core
 from tests.testapp.actors.core import Blocker, Counter
 from tests.testapp.actors.runtime_tests import AttemptBlocker
 
-from .helpers import alias, run_once, snapshot_rows, start_thread
+from .helpers import alias, expire_lease, run_once, snapshot_rows, start_thread
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -38,12 +37,6 @@ def event(name: str) -> threading.Event:
 
 def entered(name: str) -> bool:
     return core.entered.setdefault(name, threading.Event()).wait(30)
-
-
-def expire_lease(instance_id: int) -> None:
-    Instance.objects.filter(id=instance_id).update(
-        activation_expires_at=timezone.now() - timedelta(minutes=5)
-    )
 
 
 @pytest.mark.parametrize("stale_commits_first", [True, False], ids=["stale-first", "new-first"])
